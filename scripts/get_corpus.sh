@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Fetches a corpus from Debian packages into data/NAME/{train,val}.txt (git-ignored).
+#   kjv         King James Bible (package bible-kjv): one verse per line, references stripped;
+#               val = the last ~10% of verses (a contiguous tail), train = the rest.
+#   debian-faq  The Debian FAQ in English (package debian-faq), one paragraph per line;
+#               val = the last ~10% of paragraphs.
+# Usage: scripts/get_corpus.sh kjv|debian-faq
+set -euo pipefail
+cd "$(dirname "$0")/.."
+name="${1:-kjv}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+need() {
+  dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed" && return 0
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "$1"
+}
+split() {  # split FILE DIR: contiguous 90/10 split by lines
+  local total val
+  total=$(wc -l < "$1")
+  val=$(( total / 10 ))
+  head -n $(( total - val )) "$1" > "$2/train.txt"
+  tail -n "$val" "$1" > "$2/val.txt"
+  echo "corpus $name: $(wc -l < "$2/train.txt") train lines, $(wc -l < "$2/val.txt") val lines in $2"
+}
+out="data/$name"
+mkdir -p "$out"
+case "$name" in
+  kjv)
+    need bible-kjv
+    # "Ge1:1 In the beginning ..." -> "In the beginning ..."
+    bible -f gen1:1-rev22:21 | sed -E 's/^[0-9]?[A-Za-z]+[0-9]+:[0-9]+ //' | grep -v '^[[:space:]]*$' > "$out/all.txt"
+    split "$out/all.txt" "$out"
+    ;;
+  debian-faq)
+    need debian-faq
+    txt=/usr/share/doc/debian/FAQ/debian-faq.en.txt.gz
+    [ -f "$txt" ] || txt=/usr/share/doc/debian/FAQ/debian-faq.txt.gz
+    # Paragraph mode: rejoin the wrapped lines of each paragraph into one line.
+    zcat "$txt" | awk 'BEGIN { RS = ""; ORS = "\n" } { gsub(/[ \t]*\n[ \t]*/, " "); gsub(/[ \t]+/, " "); sub(/^[ \t]+/, ""); print }' \
+      | grep -v '^[[:space:]]*$' > "$out/all.txt"
+    split "$out/all.txt" "$out"
+    ;;
+  *)
+    echo "usage: $0 kjv|debian-faq" >&2
+    exit 2
+    ;;
+esac
+rm -f "$out/all.txt"

@@ -1,0 +1,83 @@
+// Checkpoint directories (DESIGN.md "Checkpoint contract"). A checkpoint RUN/step_00001000/ holds:
+//   model.pt            weights, a name -> tensor dict (torch::pickle_save; Python torch.load reads it)
+//   optimizer.pt        AdamW state (torch::save archive), absent for weight-only exports
+//   trainer_state.json  step, tokens seen, data cursor, validation losses
+//   config.yaml         the effective run config
+//   arch.json           the GptConfig the weights belong to
+//   tokenizer.model     the SentencePiece model the ids refer to
+//   manifest.json       written last: format version, every file with size and SHA-256
+// It is written as RUN/step_00001000.tmp-*, every file fsynced, then renamed into place; RUN/latest (a
+// one-line text file naming the newest checkpoint) is replaced atomically afterwards.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include "model/gpt.h"
+#include "model/gpt_config.h"
+
+namespace lm::checkpoint {
+
+namespace fs = std::filesystem;
+
+inline constexpr int kFormatVersion = 1;
+
+/// Training progress saved with each checkpoint.
+struct TrainerState {
+  int64_t step = 0;               ///< optimizer steps completed
+  int64_t tokens_seen = 0;        ///< training tokens consumed
+  uint64_t data_cursor = 0;       ///< index of the next training batch
+  double last_val_loss = NAN;     ///< most recent validation loss (nats), NaN if none yet
+  double best_val_loss = NAN;     ///< lowest validation loss so far (nats), NaN if none yet
+};
+
+/// What a save needs. Pointers are borrowed for the duration of the call.
+struct SaveRequest {
+  const model::GptImpl* model = nullptr;
+  const torch::optim::Optimizer* optimizer = nullptr;  ///< may be null (weights only)
+  TrainerState state;
+  std::string config_yaml;
+  fs::path tokenizer_model;
+};
+
+/// Writes RUN/NAME atomically and points RUN/latest at it. Returns the checkpoint path.
+/// Throws SaveError; on failure nothing named NAME appears and `latest` is unchanged.
+fs::path save_checkpoint(const fs::path& run_dir, const std::string& name, const SaveRequest& req);
+
+/// Re-hashes every file against manifest.json. Throws CheckpointError naming the first mismatch.
+void verify_checkpoint(const fs::path& dir);
+
+/// A checkpoint path from a user argument: a checkpoint directory itself, or a run directory whose
+/// `latest` names one. Throws CheckpointError.
+fs::path resolve_checkpoint(const fs::path& path);
+
+/// A verified checkpoint with its model rebuilt from arch.json and weights checked name by name.
+struct LoadedCheckpoint {
+  fs::path dir;
+  model::GptConfig arch;
+  model::Gpt model{nullptr};
+  TrainerState state;
+  std::string config_yaml;
+  fs::path tokenizer_model;  ///< dir / tokenizer.model
+};
+
+/// Verifies, rebuilds and loads. Throws CheckpointError on any mismatch (missing/extra name, shape).
+LoadedCheckpoint load_checkpoint(const fs::path& dir);
+
+/// Copies the weights in `model_pt` into `model`, checking every name and shape first.
+void load_weights(model::GptImpl& model, const fs::path& model_pt);
+
+/// Loads optimizer.pt into `opt`. Throws CheckpointError when absent or unreadable.
+void load_optimizer(torch::optim::Optimizer& opt, const fs::path& dir);
+
+/// Deletes the oldest step_* checkpoints of `run_dir` beyond the newest `keep_last`.
+void prune_checkpoints(const fs::path& run_dir, int64_t keep_last);
+
+/// Checkpoint directory name for a step: "step_00001000".
+std::string step_name(int64_t step);
+
+}  // namespace lm::checkpoint

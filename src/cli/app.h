@@ -1,0 +1,18 @@
+// The command-line application: CLI11 subcommands, and the only place that catches exceptions and maps
+// them to the exit codes of DESIGN.md (README.md lists them).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace lm::cli {
+
+/// Parses argv, runs the chosen subcommand, returns the process exit code.
+int run(int argc, char** argv);
+
+// Each registers its subcommands on `app`; defined in cmd_*.cpp.
+void add_tokenizer_commands(CLI::App& app);
+void add_data_commands(CLI::App& app);
+void add_train_commands(CLI::App& app);
+void add_sample_commands(CLI::App& app);
+
+}  // namespace lm::cli

@@ -1,0 +1,108 @@
+// `lmtrain tokenizer train|encode|decode` and `lmtrain prepare`.
+#include <iostream>
+#include <sstream>
+
+#include "cli/app.h"
+#include "data/prepare.h"
+#include "tokenizer/tokenizer.h"
+#include "util/errors.h"
+#include "util/fs.h"
+
+namespace lm::cli {
+namespace {
+
+std::string text_or_stdin(const std::string& text, const std::string& file) {
+  if (!text.empty()) return text;
+  if (!file.empty()) return util::read_file(file, "input text");
+  std::ostringstream ss;
+  ss << std::cin.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+void add_tokenizer_commands(CLI::App& app) {
+  auto* tokcmd = app.add_subcommand("tokenizer", "Train a SentencePiece tokenizer, encode or decode text");
+  tokcmd->require_subcommand(1);
+
+  struct TrainOpts {
+    std::string input, model, model_type = "bpe";
+    tokenizer::TokenizerConfig cfg;
+    int threads = 2;
+  };
+  auto t = std::make_shared<TrainOpts>();
+  auto* train = tokcmd->add_subcommand("train", "Train a tokenizer on a UTF-8 text file");
+  train->add_option("--input", t->input, "training text")->required()->check(CLI::ExistingFile);
+  train->add_option("--model", t->model, "output .model file (written only on success)")->required();
+  train->add_option("--vocab-size", t->cfg.vocab_size, "vocabulary size")->capture_default_str()->check(CLI::Range(8, 1000000));
+  train->add_option("--model-type", t->model_type, "bpe | unigram")->capture_default_str();
+  train->add_option("--character-coverage", t->cfg.character_coverage, "fraction of characters covered")
+      ->capture_default_str()->check(CLI::Range(0.5, 1.0));
+  train->add_option("--max-sentences", t->cfg.max_sentences, "lines sampled (0 = all)")->capture_default_str();
+  train->add_option("--threads", t->threads, "trainer threads")->capture_default_str()->check(CLI::PositiveNumber);
+  train->callback([t] {
+    t->cfg.model_type = tokenizer::parse_model_type(t->model_type);
+    tokenizer::train_tokenizer(t->input, t->model, t->cfg, t->threads);
+    tokenizer::Tokenizer tok(t->model);
+    std::cout << "trained " << tok.vocab_size() << "-piece " << t->model_type << " tokenizer -> " << t->model
+              << " (sha256 " << tok.sha256().substr(0, 12) << ")\n";
+  });
+
+  struct CodecOpts {
+    std::string model, text, file, ids;
+    bool pieces = false;
+  };
+  auto c = std::make_shared<CodecOpts>();
+  auto* encode = tokcmd->add_subcommand("encode", "Print the ids (or pieces) of text");
+  encode->add_option("--model", c->model, "tokenizer .model file")->required();
+  encode->add_option("--text", c->text, "text to encode (default: --file or stdin)");
+  encode->add_option("--file", c->file, "file to encode");
+  encode->add_flag("--pieces", c->pieces, "print pieces instead of ids");
+  encode->callback([c] {
+    tokenizer::Tokenizer tok(c->model);
+    auto ids = tok.encode(text_or_stdin(c->text, c->file));
+    for (size_t i = 0; i < ids.size(); ++i) {
+      std::cout << (i ? " " : "") << (c->pieces ? tok.piece(ids[i]) : std::to_string(ids[i]));
+    }
+    std::cout << "\n";
+  });
+  auto* decode = tokcmd->add_subcommand("decode", "Turn space-separated ids back into text");
+  decode->add_option("--model", c->model, "tokenizer .model file")->required();
+  decode->add_option("--ids", c->ids, "ids, e.g. \"12 7 99\" (default: stdin)");
+  decode->callback([c] {
+    tokenizer::Tokenizer tok(c->model);
+    std::istringstream in(c->ids.empty() ? text_or_stdin("", "") : c->ids);
+    std::vector<int32_t> ids;
+    std::string word;
+    while (in >> word) {
+      try {
+        size_t used = 0;
+        long v = std::stol(word, &used);
+        if (used != word.size()) throw std::invalid_argument(word);
+        ids.push_back(static_cast<int32_t>(v));
+      } catch (const std::exception&) {
+        throw DataError("[tokenizer] decode: expected integer ids, got '" + word + "'");
+      }
+    }
+    std::cout << tok.decode(ids) << "\n";
+  });
+}
+
+void add_data_commands(CLI::App& app) {
+  struct PrepOpts {
+    std::string tokenizer, input, output;
+  };
+  auto o = std::make_shared<PrepOpts>();
+  auto* prep = app.add_subcommand("prepare", "Encode a text corpus into a token file (one line = one unit + </s>)");
+  prep->add_option("--tokenizer", o->tokenizer, "tokenizer .model file")->required();
+  prep->add_option("--input", o->input, "UTF-8 text file")->required();
+  prep->add_option("--output", o->output, "token file to write (.bin)")->required();
+  prep->callback([o] {
+    tokenizer::Tokenizer tok(o->tokenizer);
+    auto info = data::prepare_corpus(o->input, tok, o->output);
+    std::cout << "wrote " << o->output << ": " << info.count << " tokens, " << info.id_bytes << "-byte ids, vocab "
+              << info.vocab_size << "\n";
+  });
+}
+
+}  // namespace lm::cli

@@ -1,0 +1,58 @@
+// RunConfig: every section of a run, composed from the structs declared next to their consumers.
+// Precedence: built-in defaults < YAML file < --set section.key=value overrides. This is the only code
+// that sees yaml-cpp. All problems (unknown keys, wrong types, out-of-range values, cross-field rules) are
+// collected and reported at once, each with its location.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "checkpoint/checkpoint_config.h"
+#include "model/gpt_config.h"
+#include "tokenizer/tokenizer.h"
+#include "train/train_config.h"
+
+namespace lm::config {
+
+/// YAML section `run`.
+struct RunSection {
+  std::string dir = "runs/default";  ///< run directory: tokenizer, token files, checkpoints, config.yaml
+  uint64_t seed = 1337;              ///< seeds model init and batch sampling
+  int threads = 1;                   ///< compute threads (LibTorch intra-op and OpenBLAS); >= 1
+};
+
+/// YAML section `data`. Paths are relative to the current working directory.
+struct DataSection {
+  std::string train;  ///< training text (UTF-8, one line = one unit, e.g. a verse)
+  std::string val;    ///< validation text
+};
+
+struct RunConfig {
+  RunSection run;
+  DataSection data;
+  tokenizer::TokenizerConfig tokenizer;
+  model::GptConfig model;  ///< vocab_size is taken from the tokenizer, not from YAML
+  train::TrainConfig train;
+  checkpoint::CheckpointConfig checkpoint;
+};
+
+/// Loads defaults < `yaml_path` (may be empty) < `overrides` ("section.key=value"). Throws ConfigError
+/// listing every problem, one per line.
+RunConfig load_config(const std::filesystem::path& yaml_path, const std::vector<std::string>& overrides);
+
+/// Same, from YAML text (used by tests and by checkpoints' saved config). `origin` names the source.
+RunConfig parse_config(const std::string& yaml_text, const std::string& origin,
+                       const std::vector<std::string>& overrides);
+
+/// The effective config as YAML, every key present (round-trips through parse_config).
+std::string dump_config(const RunConfig& cfg);
+
+/// All known keys ("section.key") with their one-line help, in documentation order.
+std::vector<std::pair<std::string, std::string>> config_keys();
+
+/// Levenshtein distance, for "did you mean" suggestions.
+size_t edit_distance(const std::string& a, const std::string& b);
+
+}  // namespace lm::config

@@ -1,0 +1,24 @@
+// Pre-LN transformer block: x + attn(ln1(x)), then + mlp(ln2(x)) (Xiong et al. 2020, GPT-2 layout).
+#pragma once
+
+#include <torch/torch.h>
+
+#include "model/attention.h"
+#include "model/mlp.h"
+
+namespace lm::model {
+
+class BlockImpl : public torch::nn::Module {
+ public:
+  BlockImpl(int64_t C, int64_t H, int64_t mlp_hidden);
+  /// x: (B,T,C) -> (B,T,C).
+  torch::Tensor forward(const torch::Tensor& x);
+
+  torch::nn::LayerNorm ln1{nullptr};
+  CausalSelfAttention attn{nullptr};
+  torch::nn::LayerNorm ln2{nullptr};
+  Mlp mlp{nullptr};
+};
+TORCH_MODULE(Block);
+
+}  // namespace lm::model

@@ -1,0 +1,85 @@
+#include "model/gpt.h"
+
+#include <cmath>
+
+#include "util/errors.h"
+
+namespace lm::model {
+
+GptImpl::GptImpl(const GptConfig& cfg) : cfg_(cfg) {
+  if (auto p = cfg.problems(); !p.empty()) {
+    std::string msg = "[model] invalid architecture:";
+    for (auto& s : p) msg += " " + s + ";";
+    throw ConfigError(msg);
+  }
+  const int64_t C = cfg.d_model;
+  tok_emb = register_module("tok_emb", torch::nn::Embedding(cfg.vocab_size, C));
+  pos_emb = register_module("pos_emb", make_positions(cfg));
+  blocks = register_module("blocks", torch::nn::ModuleList());
+  for (int64_t i = 0; i < cfg.n_layers; ++i) blocks->push_back(Block(C, cfg.n_heads, cfg.mlp_ratio * C));
+  ln_f = register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({C})));
+  if (!cfg.tie_embeddings) {
+    head = register_module("head", torch::nn::Linear(torch::nn::LinearOptions(C, cfg.vocab_size).bias(false)));
+  }
+  init_weights();
+}
+
+void GptImpl::init_weights() {
+  // GPT-2 (Radford et al. 2019): N(0, 0.02) everywhere, residual projections N(0, 0.02/sqrt(2L)) so the
+  // residual stream's variance does not grow with depth; biases 0; LayerNorm 1/0 (its defaults).
+  torch::NoGradGuard no_grad;
+  const double resid_std = 0.02 / std::sqrt(2.0 * static_cast<double>(cfg_.n_layers));
+  for (auto& item : named_parameters()) {
+    const std::string& name = item.key();
+    torch::Tensor& p = item.value();
+    const bool is_ln = name.find("ln") == 0 || name.find(".ln") != std::string::npos;
+    if (is_ln || name == "pos_emb.weight") continue;  // LayerNorm keeps 1/0; positions done in ctor
+    if (name.size() >= 5 && name.compare(name.size() - 5, 5, ".bias") == 0) {
+      p.zero_();
+    } else if (name.find("attn.proj.weight") != std::string::npos ||
+               name.find("mlp.proj.weight") != std::string::npos) {
+      p.normal_(0.0, resid_std);
+    } else {
+      p.normal_(0.0, 0.02);
+    }
+  }
+}
+
+torch::Tensor GptImpl::output_weight() const { return cfg_.tie_embeddings ? tok_emb->weight : head->weight; }
+
+torch::Tensor GptImpl::forward(const torch::Tensor& idx) { return forward_traced(idx, nullptr); }
+
+torch::Tensor GptImpl::forward_traced(const torch::Tensor& idx, const StageFn& on_stage) {
+  auto trace = [&](const char* stage, const torch::Tensor& t) {
+    if (on_stage) on_stage(stage, t);
+  };
+  const int64_t T = idx.size(1);
+  trace("ids", idx);                                                   // (B,T)
+  auto x = tok_emb->forward(idx);                                      // (B,T,C)
+  if (cfg_.embedding_scale == EmbeddingScale::kSqrtD) x = x * std::sqrt(static_cast<double>(cfg_.d_model));
+  trace("tok_emb", x);
+  x = x + pos_emb->forward(T, 0).unsqueeze(0);                         // (B,T,C)
+  trace("+pos_emb", x);
+  for (size_t i = 0; i < blocks->size(); ++i) {
+    x = blocks[i]->as<BlockImpl>()->forward(x);                        // (B,T,C)
+    trace(("blocks." + std::to_string(i)).c_str(), x);
+  }
+  x = ln_f->forward(x);                                                // (B,T,C)
+  trace("ln_f", x);
+  auto logits = torch::nn::functional::linear(x, output_weight());    // (B,T,V)
+  trace("logits", logits);
+  return logits;
+}
+
+torch::Tensor next_token_loss(const torch::Tensor& logits, const torch::Tensor& targets) {
+  const int64_t V = logits.size(-1);
+  return torch::nn::functional::cross_entropy(logits.reshape({-1, V}), targets.reshape({-1}));
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> named_weights(const torch::nn::Module& m) {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (const auto& item : m.named_parameters(/*recurse=*/true)) out.emplace_back(item.key(), item.value());
+  return out;
+}
+
+}  // namespace lm::model

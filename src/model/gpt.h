@@ -1,0 +1,54 @@
+// The decoder-only model: token table -> (x scale) -> + positions -> blocks -> ln_f -> logits through the
+// token table (tied) or a separate head (untied). Parameter names are checkpoint keys (README.md).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/block.h"
+#include "model/gpt_config.h"
+#include "model/positions.h"
+
+namespace lm::model {
+
+/// Called by forward_traced at each stage with its name and tensor (for `inspect shapes`).
+using StageFn = std::function<void(const std::string& stage, const torch::Tensor& t)>;
+
+class GptImpl : public torch::nn::Module {
+ public:
+  /// Builds and initialises (GPT-2 scheme) a model. Uses the global torch RNG: seed it first.
+  /// Throws ConfigError when cfg.problems() is not empty.
+  explicit GptImpl(const GptConfig& cfg);
+
+  /// idx: (B,T) int64 token ids, T <= max_seq_len for learned positions -> logits (B,T,V).
+  torch::Tensor forward(const torch::Tensor& idx);
+  /// forward with a callback at every stage.
+  torch::Tensor forward_traced(const torch::Tensor& idx, const StageFn& on_stage);
+
+  /// The output projection (V,C): tok_emb.weight when tied, head.weight otherwise.
+  torch::Tensor output_weight() const;
+  const GptConfig& config() const { return cfg_; }
+
+  torch::nn::Embedding tok_emb{nullptr};              // (V,C) "tok_emb.weight"
+  std::shared_ptr<PositionEncodingImpl> pos_emb;      // "pos_emb.weight" when learned
+  torch::nn::ModuleList blocks{nullptr};              // "blocks.<i>.*"
+  torch::nn::LayerNorm ln_f{nullptr};                 // "ln_f.weight" / "ln_f.bias"
+  torch::nn::Linear head{nullptr};                    // "head.weight", only when untied
+
+ private:
+  void init_weights();
+  GptConfig cfg_;
+};
+TORCH_MODULE(Gpt);
+
+/// Mean next-token cross-entropy in nats. logits (B,T,V), targets (B,T) -> scalar.
+torch::Tensor next_token_loss(const torch::Tensor& logits, const torch::Tensor& targets);
+
+/// Registered parameters by checkpoint name, in registration order (the tied head appears once).
+std::vector<std::pair<std::string, torch::Tensor>> named_weights(const torch::nn::Module& m);
+
+}  // namespace lm::model

@@ -1,0 +1,14 @@
+#include "model/mlp.h"
+
+namespace lm::model {
+
+MlpImpl::MlpImpl(int64_t C, int64_t hidden) {
+  fc = register_module("fc", torch::nn::Linear(C, hidden));
+  proj = register_module("proj", torch::nn::Linear(hidden, C));
+}
+
+torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
+  return proj->forward(torch::gelu(fc->forward(x)));  // (B,T,C) -> (B,T,hidden) -> (B,T,C)
+}
+
+}  // namespace lm::model

@@ -1,0 +1,232 @@
+#include "tokenizer/tokenizer.h"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <mutex>
+
+#include <nlohmann/json.hpp>
+
+#include "tokenizer/sp_bridge.h"
+#include "util/errors.h"
+#include "util/fs.h"
+#include "util/hash.h"
+
+namespace lm::tokenizer {
+namespace fs = std::filesystem;
+
+namespace {
+
+// Function table resolved from the bridge library once per process.
+struct Bridge {
+  decltype(&lmsp_train) train;
+  decltype(&lmsp_load) load;
+  decltype(&lmsp_unload) unload;
+  decltype(&lmsp_encode) encode;
+  decltype(&lmsp_decode) decode;
+  decltype(&lmsp_vocab_size) vocab_size;
+  decltype(&lmsp_id_to_piece) id_to_piece;
+  decltype(&lmsp_piece_to_id) piece_to_id;
+  decltype(&lmsp_special_id) special_id;
+  decltype(&lmsp_free) free;
+};
+
+template <typename F>
+void resolve(void* lib, const char* name, F& out) {
+  out = reinterpret_cast<F>(dlsym(lib, name));
+  if (!out) throw DataError(std::string("[tokenizer] bridge symbol missing: expected ") + name);
+}
+
+const Bridge& bridge() {
+  static Bridge b;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    fs::path path = bridge_library_path();
+    // DEEPBIND: the bridge binds to its own protobuf-lite before LibTorch's; LOCAL: nobody else sees it.
+    void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+    if (!lib) {
+      const char* e = dlerror();
+      throw DataError("[tokenizer] cannot load the SentencePiece bridge: expected " + path.string() +
+                      ", got " + (e ? e : "unknown error") +
+                      ". Hint: set LMTRAIN_SPBRIDGE to liblmtrain_spbridge.so.");
+    }
+    resolve(lib, "lmsp_train", b.train);
+    resolve(lib, "lmsp_load", b.load);
+    resolve(lib, "lmsp_unload", b.unload);
+    resolve(lib, "lmsp_encode", b.encode);
+    resolve(lib, "lmsp_decode", b.decode);
+    resolve(lib, "lmsp_vocab_size", b.vocab_size);
+    resolve(lib, "lmsp_id_to_piece", b.id_to_piece);
+    resolve(lib, "lmsp_piece_to_id", b.piece_to_id);
+    resolve(lib, "lmsp_special_id", b.special_id);
+    resolve(lib, "lmsp_free", b.free);
+  });
+  return b;
+}
+
+// Takes ownership of a bridge error string.
+std::string take_error(char* err) {
+  std::string s = err ? err : "unknown error";
+  if (err) bridge().free(err);
+  return s;
+}
+
+}  // namespace
+
+fs::path bridge_library_path() {
+  if (const char* env = std::getenv("LMTRAIN_SPBRIDGE"); env && *env) return env;
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  return (ec ? fs::path(".") : exe.parent_path()) / "liblmtrain_spbridge.so";
+}
+
+ModelType parse_model_type(std::string_view s) {
+  if (s == "bpe") return ModelType::kBpe;
+  if (s == "unigram") return ModelType::kUnigram;
+  throw ConfigError("[tokenizer] model_type: expected bpe | unigram, got '" + std::string(s) + "'");
+}
+
+std::string to_string(ModelType t) { return t == ModelType::kBpe ? "bpe" : "unigram"; }
+
+void train_tokenizer(const fs::path& corpus, const fs::path& model_path, const TokenizerConfig& cfg,
+                     int threads) {
+  if (!fs::is_regular_file(corpus)) {
+    throw DataError("[tokenizer] training corpus missing: expected a text file, got '" + corpus.string() +
+                    "'. Hint: run scripts/get_corpus.sh or fix data.train.");
+  }
+  if (model_path.has_parent_path()) fs::create_directories(model_path.parent_path());
+  // SentencePiece writes PREFIX.model and PREFIX.vocab; train under a temporary prefix and publish the
+  // model by rename only after success, so a failed run leaves nothing behind.
+  fs::path prefix = model_path.string() + "." + util::temp_suffix();
+  std::vector<std::pair<std::string, std::string>> kv = {
+      {"input", corpus.string()},
+      {"model_prefix", prefix.string()},
+      {"vocab_size", std::to_string(cfg.vocab_size)},
+      {"model_type", to_string(cfg.model_type)},
+      {"character_coverage", std::to_string(cfg.character_coverage)},
+      {"num_threads", std::to_string(threads)},
+      {"input_sentence_size", std::to_string(cfg.max_sentences)},
+      {"shuffle_input_sentence", "true"},
+      {"max_sentence_length", "16384"},
+      {"minloglevel", "1"},
+  };
+  std::vector<const char*> keys, values;
+  for (auto& [k, v] : kv) {
+    keys.push_back(k.c_str());
+    values.push_back(v.c_str());
+  }
+  char* err = nullptr;
+  int rc = bridge().train(keys.data(), values.data(), kv.size(), &err);
+  fs::path tmp_model = prefix.string() + ".model", tmp_vocab = prefix.string() + ".vocab";
+  std::error_code ec;
+  fs::remove(tmp_vocab, ec);
+  if (rc != 0) {
+    fs::remove(tmp_model, ec);
+    std::string why = take_error(err);
+    while (!why.empty() && (why.back() == '.' || why.back() == '\n')) why.pop_back();
+    throw DataError("[tokenizer] SentencePiece training failed for vocab_size=" +
+                    std::to_string(cfg.vocab_size) + ": " + why +
+                    ". Hint: lower tokenizer.vocab_size or use a larger corpus.");
+  }
+  fs::rename(tmp_model, model_path, ec);
+  if (ec) throw SaveError("[tokenizer] cannot move the trained model to '" + model_path.string() + "'");
+}
+
+bool ensure_tokenizer(const fs::path& corpus, const fs::path& model_path, const TokenizerConfig& cfg,
+                      int threads) {
+  if (!fs::is_regular_file(corpus)) {
+    throw DataError("[tokenizer] training corpus missing: expected a text file, got '" + corpus.string() +
+                    "'. Hint: run scripts/get_corpus.sh or fix data.train.");
+  }
+  const nlohmann::json want = {{"corpus_sha256", util::sha256_file(corpus)},
+                               {"vocab_size", cfg.vocab_size},
+                               {"model_type", to_string(cfg.model_type)},
+                               {"character_coverage", cfg.character_coverage},
+                               {"max_sentences", cfg.max_sentences}};
+  const fs::path sidecar = model_path.string() + ".json";
+  if (fs::is_regular_file(model_path) && fs::is_regular_file(sidecar)) {
+    try {
+      if (nlohmann::json::parse(util::read_file(sidecar)) == want) return false;
+    } catch (const nlohmann::json::exception&) {
+      // unreadable sidecar: retrain
+    }
+  }
+  train_tokenizer(corpus, model_path, cfg, threads);
+  util::atomic_write_file(sidecar, want.dump(2) + "\n");
+  return true;
+}
+
+struct Tokenizer::Handle {
+  lmsp_processor* p = nullptr;
+  ~Handle() {
+    if (p) bridge().unload(p);
+  }
+};
+
+Tokenizer::Tokenizer(const fs::path& model_path) : h_(std::make_unique<Handle>()) {
+  if (!fs::is_regular_file(model_path)) {
+    throw DataError("[tokenizer] model file missing: expected a SentencePiece .model, got '" +
+                    model_path.string() + "'. Hint: run `lmtrain tokenizer train` first.");
+  }
+  char* err = nullptr;
+  if (bridge().load(model_path.c_str(), &h_->p, &err) != 0) {
+    throw DataError("[tokenizer] cannot load '" + model_path.string() + "': " + take_error(err));
+  }
+  sha256_ = util::sha256_file(model_path);
+}
+
+Tokenizer::~Tokenizer() = default;
+Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
+Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
+  int32_t* ids = nullptr;
+  size_t n = 0;
+  char* err = nullptr;
+  if (bridge().encode(h_->p, text.data(), text.size(), &ids, &n, &err) != 0) {
+    throw DataError("[tokenizer] encode failed: " + take_error(err));
+  }
+  std::vector<int32_t> out(ids, ids + n);
+  bridge().free(ids);
+  return out;
+}
+
+std::string Tokenizer::decode(const std::vector<int32_t>& ids) const {
+  const int32_t v = vocab_size();
+  for (int32_t id : ids) {
+    if (id < 0 || id >= v) {
+      throw DataError("[tokenizer] decode: expected ids in [0, " + std::to_string(v) + "), got " +
+                      std::to_string(id));
+    }
+  }
+  char* text = nullptr;
+  size_t len = 0;
+  char* err = nullptr;
+  if (bridge().decode(h_->p, ids.data(), ids.size(), &text, &len, &err) != 0) {
+    throw DataError("[tokenizer] decode failed: " + take_error(err));
+  }
+  std::string out(text, len);
+  bridge().free(text);
+  return out;
+}
+
+int32_t Tokenizer::vocab_size() const { return bridge().vocab_size(h_->p); }
+
+std::string Tokenizer::piece(int32_t id) const {
+  char* s = nullptr;
+  if (bridge().id_to_piece(h_->p, id, &s) != 0) {
+    throw DataError("[tokenizer] piece: expected id in [0, " + std::to_string(vocab_size()) + "), got " +
+                    std::to_string(id));
+  }
+  std::string out(s);
+  bridge().free(s);
+  return out;
+}
+
+int32_t Tokenizer::piece_to_id(const std::string& piece) const { return bridge().piece_to_id(h_->p, piece.c_str()); }
+int32_t Tokenizer::unk_id() const { return bridge().special_id(h_->p, 0); }
+int32_t Tokenizer::bos_id() const { return bridge().special_id(h_->p, 1); }
+int32_t Tokenizer::eos_id() const { return bridge().special_id(h_->p, 2); }
+
+}  // namespace lm::tokenizer

@@ -1,0 +1,72 @@
+// Tokenizer: a normal C++ face over the SentencePiece bridge library, which is dlopen'ed privately
+// (RTLD_LOCAL | RTLD_DEEPBIND) so its protobuf never meets LibTorch's. Also owns tokenizer training.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace lm::tokenizer {
+
+/// SentencePiece algorithm.
+enum class ModelType { kBpe, kUnigram };
+
+/// Parses "bpe" | "unigram"; throws ConfigError otherwise.
+ModelType parse_model_type(std::string_view s);
+std::string to_string(ModelType t);
+
+/// Tokenizer training settings (YAML section `tokenizer`).
+struct TokenizerConfig {
+  int vocab_size = 8192;                 ///< pieces in the vocabulary, incl. <unk>, <s>, </s>; >= 8
+  ModelType model_type = ModelType::kBpe;
+  double character_coverage = 0.9995;    ///< fraction of characters covered (SentencePiece); (0, 1]
+  int64_t max_sentences = 0;             ///< lines sampled for training; 0 = all
+};
+
+/// Trains a SentencePiece model from a UTF-8 text file and writes it to `model_path` atomically: on any
+/// failure (e.g. vocab_size above what the corpus allows) no file is left at `model_path`.
+/// Throws DataError with SentencePiece's own message.
+void train_tokenizer(const std::filesystem::path& corpus, const std::filesystem::path& model_path,
+                     const TokenizerConfig& cfg, int threads);
+
+/// Trains the tokenizer unless `model_path` already exists and its sidecar `model_path.json` records the
+/// same corpus (SHA-256) and settings. Returns true when it trained. Throws like train_tokenizer.
+bool ensure_tokenizer(const std::filesystem::path& corpus, const std::filesystem::path& model_path,
+                      const TokenizerConfig& cfg, int threads);
+
+/// A loaded SentencePiece model. Move-only.
+class Tokenizer {
+ public:
+  /// Loads a model file. Throws DataError when missing or invalid.
+  explicit Tokenizer(const std::filesystem::path& model_path);
+  ~Tokenizer();
+  Tokenizer(Tokenizer&&) noexcept;
+  Tokenizer& operator=(Tokenizer&&) noexcept;
+  Tokenizer(const Tokenizer&) = delete;
+  Tokenizer& operator=(const Tokenizer&) = delete;
+
+  std::vector<int32_t> encode(std::string_view text) const;
+  std::string decode(const std::vector<int32_t>& ids) const;
+  int32_t vocab_size() const;
+  /// Piece text of an id (SentencePiece marks word starts with U+2581). Throws DataError when out of range.
+  std::string piece(int32_t id) const;
+  int32_t piece_to_id(const std::string& piece) const;
+  int32_t eos_id() const;
+  int32_t bos_id() const;
+  int32_t unk_id() const;
+  /// SHA-256 of the model file: identifies the tokenizer in token files and checkpoints.
+  const std::string& sha256() const { return sha256_; }
+
+ private:
+  struct Handle;
+  std::unique_ptr<Handle> h_;
+  std::string sha256_;
+};
+
+/// Path of the bridge library: $LMTRAIN_SPBRIDGE if set, else next to the running executable.
+std::filesystem::path bridge_library_path();
+
+}  // namespace lm::tokenizer

@@ -1,0 +1,37 @@
+#include "train/optimizer.h"
+
+namespace lm::train {
+
+DecayGroups split_decay_groups(const model::GptImpl& m) {
+  DecayGroups g;
+  for (auto& [name, p] : model::named_weights(m)) {
+    if (!p.requires_grad()) continue;
+    const bool is_embedding = name.rfind("tok_emb.", 0) == 0 || name.rfind("pos_emb.", 0) == 0;
+    if (p.dim() == 2 && !is_embedding) {
+      g.decay_names.push_back(name);
+      g.decay.push_back(p);
+      g.decay_numel += p.numel();
+    } else {
+      g.no_decay_names.push_back(name);
+      g.no_decay.push_back(p);
+      g.no_decay_numel += p.numel();
+    }
+  }
+  return g;
+}
+
+std::unique_ptr<torch::optim::AdamW> make_adamw(const DecayGroups& groups, const TrainConfig& cfg) {
+  auto opts = [&](double wd) {
+    return torch::optim::AdamWOptions(cfg.lr).betas({cfg.beta1, cfg.beta2}).eps(cfg.eps).weight_decay(wd);
+  };
+  std::vector<torch::optim::OptimizerParamGroup> pg;
+  pg.emplace_back(groups.decay, std::make_unique<torch::optim::AdamWOptions>(opts(cfg.weight_decay)));
+  pg.emplace_back(groups.no_decay, std::make_unique<torch::optim::AdamWOptions>(opts(0.0)));
+  return std::make_unique<torch::optim::AdamW>(std::move(pg), opts(cfg.weight_decay));
+}
+
+void set_lr(torch::optim::Optimizer& opt, double lr) {
+  for (auto& group : opt.param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
+}
+
+}  // namespace lm::train

@@ -1,0 +1,24 @@
+// TrainConfig: optimisation settings (YAML section `train`). Steps are optimizer steps.
+#pragma once
+
+#include <cstdint>
+
+namespace lm::train {
+
+struct TrainConfig {
+  int64_t batch_size = 16;      ///< sequences per step (per process); each is model.max_seq_len tokens
+  int64_t max_steps = 2000;     ///< optimizer steps to run; >= 1
+  double lr = 1e-3;             ///< peak learning rate after warmup; > 0
+  double min_lr = 1e-4;         ///< floor of the cosine decay; 0 <= min_lr <= lr
+  int64_t warmup_steps = 100;   ///< linear warmup from lr/warmup_steps to lr; 0 <= warmup_steps <= max_steps
+  double weight_decay = 0.1;    ///< AdamW decoupled decay, applied to 2-D matmul weights only
+  double beta1 = 0.9;           ///< AdamW first-moment decay; [0, 1)
+  double beta2 = 0.95;          ///< AdamW second-moment decay; [0, 1)
+  double eps = 1e-8;            ///< AdamW denominator epsilon; > 0
+  double grad_clip = 1.0;       ///< global L2 gradient-norm limit; 0 disables clipping
+  int64_t eval_every = 250;     ///< steps between validations; 0 = only at the end
+  int64_t eval_batches = 20;    ///< batches per periodic validation (the final one reads the whole val file)
+  int64_t log_every = 10;       ///< steps between training log lines; >= 1
+};
+
+}  // namespace lm::train

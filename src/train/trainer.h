@@ -1,0 +1,48 @@
+// The training job: tokenizer and token files (made when missing or stale), model, AdamW loop with
+// warmup+cosine lr, gradient clipping, periodic validation and checkpoints, final full validation.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+#include "checkpoint/checkpoint_config.h"
+#include "model/gpt_config.h"
+#include "tokenizer/tokenizer.h"
+#include "train/train_config.h"
+
+namespace lm::train {
+
+/// Everything a training run needs, as typed values (cli/ builds it from the RunConfig).
+struct TrainJob {
+  std::filesystem::path run_dir;
+  uint64_t seed = 1337;
+  int threads = 1;
+  std::filesystem::path train_text, val_text;
+  tokenizer::TokenizerConfig tokenizer;
+  model::GptConfig model;  ///< vocab_size is overwritten with the tokenizer's
+  TrainConfig train;
+  checkpoint::CheckpointConfig checkpoint;
+  std::string config_yaml;  ///< effective config, saved in the run dir and every checkpoint
+};
+
+struct TrainResult {
+  int64_t steps = 0;
+  double final_val_loss = 0.0;  ///< over the whole validation file, nats/token
+  std::filesystem::path checkpoint;
+};
+
+/// Paths of the artefacts inside a run directory.
+struct RunPaths {
+  explicit RunPaths(const std::filesystem::path& dir)
+      : tokenizer(dir / "tokenizer.model"), train_bin(dir / "train.bin"), val_bin(dir / "val.bin") {}
+  std::filesystem::path tokenizer, train_bin, val_bin;
+};
+
+/// Makes the tokenizer and token files of a run when missing or stale (logged). Safe to call repeatedly.
+void prepare_run_data(const TrainJob& job);
+
+/// Runs the job to max_steps. Throws DataError, NonFiniteError, SaveError, ...
+TrainResult run_training(const TrainJob& job);
+
+}  // namespace lm::train

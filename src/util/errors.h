@@ -1,0 +1,65 @@
+// Typed exceptions thrown by library code; cli/ is the only place that catches them and maps each kind to
+// its documented exit code (DESIGN.md "Errors and exit codes"). Messages follow
+// "[component] what failed: expected X, got Y. Hint: ...".
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace lm {
+
+/// Process exit codes, one per failure kind. Documented in README.md.
+enum class ExitCode : int {
+  kOk = 0,
+  kInternal = 1,
+  kUsage = 2,        ///< bad command line or config
+  kData = 3,         ///< corpus, token file or tokenizer problem
+  kCheckpoint = 4,   ///< missing, corrupt or incompatible checkpoint
+  kNonFinite = 5,    ///< NaN/Inf loss or gradient
+  kSave = 6,         ///< a checkpoint or output could not be written
+  kDistributed = 7,  ///< process-group failure
+  kSigInt = 130,
+  kSigTerm = 143,
+};
+
+/// Base of every lmtrain error; carries the exit code that cli/ returns for it.
+class Error : public std::runtime_error {
+ public:
+  Error(ExitCode code, const std::string& message) : std::runtime_error(message), code_(code) {}
+  ExitCode code() const { return code_; }
+
+ private:
+  ExitCode code_;
+};
+
+/// Bad config value, unknown key, or invalid command-line combination (exit 2).
+class ConfigError : public Error {
+ public:
+  explicit ConfigError(const std::string& m) : Error(ExitCode::kUsage, m) {}
+};
+
+/// Corpus, token file or tokenizer problem (exit 3).
+class DataError : public Error {
+ public:
+  explicit DataError(const std::string& m) : Error(ExitCode::kData, m) {}
+};
+
+/// Checkpoint missing, failing verification, or incompatible with the model (exit 4).
+class CheckpointError : public Error {
+ public:
+  explicit CheckpointError(const std::string& m) : Error(ExitCode::kCheckpoint, m) {}
+};
+
+/// Loss or gradient norm became NaN/Inf (exit 5).
+class NonFiniteError : public Error {
+ public:
+  explicit NonFiniteError(const std::string& m) : Error(ExitCode::kNonFinite, m) {}
+};
+
+/// Writing a checkpoint or output file failed (exit 6).
+class SaveError : public Error {
+ public:
+  explicit SaveError(const std::string& m) : Error(ExitCode::kSave, m) {}
+};
+
+}  // namespace lm

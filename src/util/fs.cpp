@@ -1,0 +1,82 @@
+#include "util/fs.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "util/errors.h"
+
+namespace lm::util {
+
+std::string read_file(const fs::path& path, std::string_view what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    throw DataError("[io] cannot open " + std::string(what) + ": expected a readable file, got '" +
+                    path.string() + "' (" + std::strerror(errno) + "). Hint: check the path.");
+  }
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void write_file_synced(const fs::path& path, std::string_view bytes) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    throw SaveError("[io] cannot create '" + path.string() + "': " + std::strerror(errno));
+  }
+  const char* p = bytes.data();
+  size_t left = bytes.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd, p, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      int e = errno;
+      ::close(fd);
+      throw SaveError("[io] write to '" + path.string() + "' failed: " + std::strerror(e));
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    throw SaveError("[io] fsync/close of '" + path.string() + "' failed: " + std::strerror(errno));
+  }
+}
+
+void fsync_dir(const fs::path& dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) throw SaveError("[io] cannot open directory '" + dir.string() + "': " + std::strerror(errno));
+  int rc = ::fsync(fd);
+  ::close(fd);
+  if (rc != 0) throw SaveError("[io] fsync of directory '" + dir.string() + "' failed");
+}
+
+std::string temp_suffix() {
+  static std::atomic<uint64_t> counter{0};
+  return "tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
+}
+
+void atomic_write_file(const fs::path& path, std::string_view bytes) {
+  fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
+  fs::path tmp = dir / (path.filename().string() + "." + temp_suffix());
+  try {
+    write_file_synced(tmp, bytes);
+  } catch (...) {
+    std::error_code ec;
+    fs::remove(tmp, ec);
+    throw;
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    throw SaveError("[io] rename to '" + path.string() + "' failed: " + ec.message());
+  }
+  fsync_dir(dir);
+}
+
+}  // namespace lm::util

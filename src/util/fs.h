@@ -1,0 +1,29 @@
+// Filesystem helpers: whole-file read, crash-safe (atomic, fsynced) writes, directory fsync.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+namespace lm::util {
+
+namespace fs = std::filesystem;
+
+/// Reads a whole file. Throws DataError naming `what` (e.g. "corpus") when it is missing or unreadable.
+std::string read_file(const fs::path& path, std::string_view what = "file");
+
+/// Writes `bytes` to `path` so that a crash leaves either the old file or the new one, never a mix:
+/// write to a sibling temp file, fsync it, rename over `path`, fsync the directory. Throws SaveError.
+void atomic_write_file(const fs::path& path, std::string_view bytes);
+
+/// Writes `bytes` to a new file and fsyncs it (no rename). Throws SaveError.
+void write_file_synced(const fs::path& path, std::string_view bytes);
+
+/// fsyncs a directory so that renames and creations inside it are durable. Throws SaveError.
+void fsync_dir(const fs::path& dir);
+
+/// A unique suffix ("tmp-<pid>-<counter>") for temporary siblings of files and directories.
+std::string temp_suffix();
+
+}  // namespace lm::util

@@ -1,0 +1,52 @@
+#include "util/hash.h"
+
+#include <openssl/evp.h>
+
+#include <fstream>
+#include <memory>
+#include <vector>
+
+#include "util/errors.h"
+
+namespace lm::util {
+namespace {
+
+struct Sha256 {
+  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx{EVP_MD_CTX_new(), &EVP_MD_CTX_free};
+  Sha256() { EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr); }
+  void update(const void* p, size_t n) { EVP_DigestUpdate(ctx.get(), p, n); }
+  std::string hex() {
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int len = 0;
+    EVP_DigestFinal_ex(ctx.get(), md, &len);
+    static const char* kDigits = "0123456789abcdef";
+    std::string out(2 * len, '0');
+    for (unsigned i = 0; i < len; ++i) {
+      out[2 * i] = kDigits[md[i] >> 4];
+      out[2 * i + 1] = kDigits[md[i] & 15];
+    }
+    return out;
+  }
+};
+
+}  // namespace
+
+std::string sha256_hex(std::string_view bytes) {
+  Sha256 h;
+  h.update(bytes.data(), bytes.size());
+  return h.hex();
+}
+
+std::string sha256_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw DataError("[hash] cannot open '" + path.string() + "' for hashing");
+  Sha256 h;
+  std::vector<char> buf(1 << 20);
+  while (in) {
+    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    h.update(buf.data(), static_cast<size_t>(in.gcount()));
+  }
+  return h.hex();
+}
+
+}  // namespace lm::util

@@ -1,0 +1,16 @@
+// SHA-256 (OpenSSL) of bytes and files, as lowercase hex.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+namespace lm::util {
+
+/// SHA-256 of `bytes` as 64 lowercase hex characters.
+std::string sha256_hex(std::string_view bytes);
+
+/// SHA-256 of a file's contents, streamed. Throws DataError when unreadable.
+std::string sha256_file(const std::filesystem::path& path);
+
+}  // namespace lm::util

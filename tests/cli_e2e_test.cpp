@@ -1,0 +1,108 @@
+// End to end through the real lmtrain binary: tokenizer -> prepare -> train -> checkpoint -> sample,
+// Python's torch.load on the weights, and bad input ending with one clear line and the right exit code.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "test_util.h"
+
+namespace lm::test {
+
+namespace {
+
+std::string write_config(const ScratchDir& dir, const std::string& extra = "") {
+  fs::path cfg = dir / "cfg.yaml";
+  std::ofstream(cfg) << "run: {dir: " << (dir / "run").string() << ", seed: 3, threads: 1}\n"
+                     << "data: {train: " << data_file("tiny_en.txt").string()
+                     << ", val: " << data_file("tiny_en_val.txt").string() << "}\n"
+                     << "tokenizer: {vocab_size: 128}\n"
+                     << "model: {d_model: 32, n_layers: 2, n_heads: 2, max_seq_len: 16}\n"
+                     << "train: {batch_size: 4, max_steps: 12, warmup_steps: 2, eval_every: 6, eval_batches: 2, log_every: 3}\n"
+                     << "checkpoint: {every: 6}\n"
+                     << extra;
+  return cfg.string();
+}
+
+void expect_clean_failure(const RunResult& r, int code, const std::string& needle) {
+  EXPECT_EQ(r.exit_code, code) << r.output;
+  EXPECT_NE(r.output.find(needle), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("Exception raised from"), std::string::npos) << "stack trace: " << r.output;
+  EXPECT_EQ(r.output.find("terminate called"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("Segmentation"), std::string::npos) << r.output;
+}
+
+}  // namespace
+
+TEST(CliEndToEnd, TokenizerPrepareTrainCheckpointSample) {
+  ScratchDir dir("e2e");
+  // tokenizer and prepare as separate commands
+  auto r = run_lmtrain("tokenizer train --input " + data_file("tiny_en.txt").string() + " --model " +
+                       (dir / "tok.model").string() + " --vocab-size 96");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = run_lmtrain("tokenizer encode --model " + (dir / "tok.model").string() + " --text 'The river flows.'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = run_lmtrain("tokenizer decode --model " + (dir / "tok.model").string() + " --ids '" + r.output.substr(0, r.output.size() - 1) + "'");
+  EXPECT_EQ(r.output, "The river flows.\n");
+  r = run_lmtrain("prepare --tokenizer " + (dir / "tok.model").string() + " --input " +
+                  data_file("tiny_en_val.txt").string() + " --output " + (dir / "val.bin").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(fs::is_regular_file(dir / "val.bin"));
+
+  // train makes its own tokenizer and token files
+  r = run_lmtrain("train -c " + write_config(dir));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("final validation loss"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("decay groups"), std::string::npos) << r.output;
+  EXPECT_TRUE(fs::is_regular_file(dir / "run" / "step_00000006" / "manifest.json"));
+  EXPECT_TRUE(fs::is_regular_file(dir / "run" / "step_00000012" / "model.pt"));
+  EXPECT_TRUE(fs::is_regular_file(dir / "run" / "config.yaml"));
+  EXPECT_TRUE(fs::is_regular_file(dir / "run" / "train.bin"));
+
+  // a second run reuses the tokenizer and token files
+  r = run_lmtrain("train -c " + write_config(dir) + " --set train.max_steps=3 --set train.warmup_steps=0");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("is current"), std::string::npos) << r.output;
+
+  r = run_lmtrain("sample --checkpoint " + (dir / "run" / "step_00000012").string() +
+                  " --prompt 'The river' --top-k 5 --generate 12 --seed 9");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("rank"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("generated"), std::string::npos) << r.output;
+  auto again = run_lmtrain("sample --checkpoint " + (dir / "run" / "step_00000012").string() +
+                           " --prompt 'The river' --top-k 5 --generate 12 --seed 9");
+  EXPECT_EQ(again.output, r.output) << "same seed must give the same text";
+}
+
+TEST(CliEndToEnd, PythonTorchLoadsTheWeightsByName) {
+  if (run_command("/usr/bin/python3 -c 'import torch'").exit_code != 0) GTEST_SKIP() << "python3-torch not installed";
+  ScratchDir dir("py");
+  auto r = run_lmtrain("train -c " + write_config(dir) + " --set train.max_steps=2 --set train.warmup_steps=0");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = run_command("/usr/bin/python3 -c \"import torch; sd = torch.load('" + (dir / "run" / "step_00000002" / "model.pt").string() +
+                  "'); print(sorted(sd)[:3]); print(tuple(sd['tok_emb.weight'].shape)); print('head.weight' in sd)\"");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("['blocks.0.attn.proj.bias', 'blocks.0.attn.proj.weight', 'blocks.0.attn.qkv.bias']"),
+            std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("(128, 32)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("False"), std::string::npos) << r.output;
+}
+
+TEST(CliEndToEnd, BadInputEndsWithOneClearLineAndAnExitCode) {
+  ScratchDir dir("bad");
+  auto r = run_lmtrain("train -c " + write_config(dir, "train2: {}\n") + " --set train.max_step=3");
+  expect_clean_failure(r, 2, "Did you mean 'train.max_steps'?");
+  r = run_lmtrain("train -c " + write_config(dir) + " --set data.train=" + (dir / "missing.txt").string());
+  expect_clean_failure(r, 3, "missing.txt");
+  r = run_lmtrain("train -c " + write_config(dir) + " --set tokenizer.vocab_size=100000");
+  expect_clean_failure(r, 3, "vocab_size=100000");
+  EXPECT_FALSE(fs::exists(dir / "run" / "tokenizer.model"));
+  r = run_lmtrain("sample --checkpoint " + (dir / "nowhere").string());
+  expect_clean_failure(r, 4, "no checkpoint");
+  r = run_lmtrain("train --no-such-flag");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  r = run_lmtrain("--help");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.output.find("Exit codes"), std::string::npos);
+}
+
+}  // namespace lm::test

@@ -1,0 +1,76 @@
+// Shared test helpers: scratch directories, the team-written corpora, a tokenizer trained once per process,
+// and running the real lmtrain binary as a subprocess.
+#pragma once
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include "test_paths.h"
+#include "tokenizer/tokenizer.h"
+
+namespace lm::test {
+
+namespace fs = std::filesystem;
+
+/// A fresh directory under the system temp dir, removed at destruction.
+class ScratchDir {
+ public:
+  explicit ScratchDir(const std::string& tag) {
+    path_ = fs::temp_directory_path() / ("lmtrain-test-" + tag + "-" + std::to_string(::getpid()));
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+  fs::path operator/(const std::string& name) const { return path_ / name; }
+
+ private:
+  fs::path path_;
+};
+
+inline fs::path data_file(const std::string& name) { return fs::path(LMTRAIN_TEST_DATA_DIR) / name; }
+
+/// A 128-piece BPE tokenizer trained on tiny_en.txt once per test process.
+inline const fs::path& english_tokenizer_path() {
+  static ScratchDir dir("tok");
+  static fs::path model = [] {
+    fs::path p = dir / "en.model";
+    tokenizer::TokenizerConfig cfg;
+    cfg.vocab_size = 128;
+    cfg.character_coverage = 1.0;
+    tokenizer::train_tokenizer(data_file("tiny_en.txt"), p, cfg, 1);
+    return p;
+  }();
+  return model;
+}
+
+/// Result of running a command through /bin/sh.
+struct RunResult {
+  int exit_code = -1;
+  std::string output;  ///< stdout and stderr together
+};
+
+/// Runs `cmd` with stderr merged into stdout and returns its exit code and output.
+inline RunResult run_command(const std::string& cmd) {
+  RunResult r;
+  FILE* pipe = ::popen((cmd + " 2>&1").c_str(), "r");
+  if (!pipe) return r;
+  std::array<char, 4096> buf{};
+  while (size_t n = std::fread(buf.data(), 1, buf.size(), pipe)) r.output.append(buf.data(), n);
+  int status = ::pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+/// Runs the real lmtrain binary with `args`.
+inline RunResult run_lmtrain(const std::string& args) { return run_command(std::string(LMTRAIN_BINARY) + " " + args); }
+
+}  // namespace lm::test

@@ -1,0 +1,81 @@
+// Token files: header, 16/32-bit ids, mmap read-back, corrupt files rejected; corpus preparation.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "data/batcher.h"
+#include "data/prepare.h"
+#include "data/token_file.h"
+#include "test_util.h"
+#include "util/errors.h"
+
+namespace lm::test {
+
+TEST(TokenFile, WriteThenReadBack16Bit) {
+  ScratchDir dir("tf16");
+  std::vector<int32_t> ids = {0, 1, 2, 65534, 7, 42};
+  data::write_token_file(dir / "a.bin", ids, 65535, std::string(64, 'a'), std::string(64, 'b'));
+  data::TokenFile f(dir / "a.bin");
+  EXPECT_EQ(f.info().id_bytes, 2u);
+  EXPECT_EQ(f.size(), ids.size());
+  EXPECT_EQ(f.info().tokenizer_sha256, std::string(64, 'a'));
+  EXPECT_EQ(f.info().source_sha256, std::string(64, 'b'));
+  for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(f.at(i), ids[i]);
+  EXPECT_EQ(fs::file_size(dir / "a.bin"), data::kTokenHeaderBytes + 2 * ids.size());
+}
+
+TEST(TokenFile, WideVocabUses32BitIds) {
+  ScratchDir dir("tf32");
+  std::vector<int32_t> ids = {70000, 3, 99999};
+  data::write_token_file(dir / "b.bin", ids, 100000, std::string(64, 'c'), std::string(64, 'd'));
+  data::TokenFile f(dir / "b.bin");
+  EXPECT_EQ(f.info().id_bytes, 4u);
+  std::vector<int64_t> out(3);
+  f.copy(0, 3, out.data());
+  EXPECT_EQ(out, (std::vector<int64_t>{70000, 3, 99999}));
+}
+
+TEST(TokenFile, RejectsOutOfRangeIdsAndCorruptFiles) {
+  ScratchDir dir("tfbad");
+  EXPECT_THROW(data::write_token_file(dir / "c.bin", {5, 200}, 100, "", ""), DataError);
+  EXPECT_FALSE(fs::exists(dir / "c.bin"));
+  { std::ofstream(dir / "junk.bin") << "not a token file at all"; }
+  EXPECT_THROW(data::TokenFile(dir / "junk.bin"), DataError);
+  data::write_token_file(dir / "ok.bin", {1, 2, 3}, 10, std::string(64, 'e'), std::string(64, 'f'));
+  fs::resize_file(dir / "ok.bin", fs::file_size(dir / "ok.bin") - 1);
+  EXPECT_THROW(data::TokenFile(dir / "ok.bin"), DataError);
+}
+
+TEST(Prepare, EncodesLinesWithEndOfLineIdsAndDetectsStaleness) {
+  ScratchDir dir("prep");
+  tokenizer::Tokenizer tok(english_tokenizer_path());
+  auto info = data::prepare_corpus(data_file("tiny_en_val.txt"), tok, dir / "val.bin");
+  data::TokenFile f(dir / "val.bin");
+  int64_t eos = 0;
+  for (uint64_t i = 0; i < f.size(); ++i) eos += f.at(i) == tok.eos_id();
+  EXPECT_EQ(eos, 8);  // one per line
+  EXPECT_EQ(f.at(f.size() - 1), tok.eos_id());
+  EXPECT_EQ(info.tokenizer_sha256, tok.sha256());
+  EXPECT_TRUE(data::token_file_is_current(data_file("tiny_en_val.txt"), tok, dir / "val.bin"));
+  EXPECT_FALSE(data::token_file_is_current(data_file("tiny_en.txt"), tok, dir / "val.bin"));
+  EXPECT_THROW(data::prepare_corpus(dir / "missing.txt", tok, dir / "x.bin"), DataError);
+}
+
+TEST(Batcher, SameIndexSameBatchAndTargetsShiftByOne) {
+  ScratchDir dir("batch");
+  std::vector<int32_t> ids(500);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i % 97);
+  data::write_token_file(dir / "d.bin", ids, 97, std::string(64, '0'), std::string(64, '0'));
+  data::TokenFile f(dir / "d.bin");
+  data::Batcher a(f, 4, 8, 123), b(f, 4, 8, 123);
+  auto b0 = a.next();
+  auto b1 = a.next();
+  EXPECT_EQ(b0.x.sizes(), (torch::IntArrayRef{4, 8}));
+  EXPECT_TRUE(torch::equal(b0.x.narrow(1, 1, 7), b0.y.narrow(1, 0, 7)));
+  EXPECT_FALSE(torch::equal(b0.x, b1.x));
+  EXPECT_TRUE(torch::equal(b.at(1).x, b1.x));
+  EXPECT_EQ(a.cursor(), 2u);
+  EXPECT_THROW(data::Batcher(f, 4, 600, 1), DataError);
+}
+
+}  // namespace lm::test

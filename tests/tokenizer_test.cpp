@@ -1,0 +1,71 @@
+// Tokenizer: training through the isolated bridge, round-trips, and failure without leftovers.
+#include <gtest/gtest.h>
+
+#include "test_util.h"
+#include "util/errors.h"
+
+namespace lm::test {
+
+TEST(Tokenizer, RoundTripsEnglishText) {
+  tokenizer::Tokenizer tok(english_tokenizer_path());
+  EXPECT_EQ(tok.vocab_size(), 128);
+  const std::string text = "The baker lights the oven before the sun rises.";
+  auto ids = tok.encode(text);
+  ASSERT_FALSE(ids.empty());
+  for (int32_t id : ids) {
+    EXPECT_GE(id, 0);
+    EXPECT_LT(id, 128);
+  }
+  EXPECT_EQ(tok.decode(ids), text);
+  EXPECT_EQ(tok.sha256().size(), 64u);
+  EXPECT_EQ(tok.eos_id(), 2);
+}
+
+TEST(Tokenizer, RoundTripsKoreanText) {
+  ScratchDir dir("ko");
+  tokenizer::TokenizerConfig cfg;
+  cfg.vocab_size = 180;
+  cfg.model_type = tokenizer::ModelType::kUnigram;
+  cfg.character_coverage = 1.0;
+  fs::path model = dir / "ko.model";
+  tokenizer::train_tokenizer(data_file("tiny_ko.txt"), model, cfg, 1);
+  tokenizer::Tokenizer tok(model);
+  const std::string text = "오늘은 날씨가 좋아서 공원에 산책을 갔다.";
+  auto ids = tok.encode(text);
+  ASSERT_FALSE(ids.empty());
+  for (int32_t id : ids) EXPECT_NE(id, tok.unk_id());
+  EXPECT_EQ(tok.decode(ids), text);
+}
+
+TEST(Tokenizer, TooLargeVocabFailsClearlyAndLeavesNoFile) {
+  ScratchDir dir("big");
+  tokenizer::TokenizerConfig cfg;
+  cfg.vocab_size = 100000;
+  fs::path model = dir / "big.model";
+  try {
+    tokenizer::train_tokenizer(data_file("tiny_en.txt"), model, cfg, 1);
+    FAIL() << "expected DataError";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("vocab_size=100000"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(model));
+  EXPECT_TRUE(fs::is_empty(dir.path())) << "temporary SentencePiece files were left behind";
+}
+
+TEST(Tokenizer, MissingModelIsADataError) {
+  EXPECT_THROW(tokenizer::Tokenizer("/nonexistent/x.model"), DataError);
+}
+
+TEST(Tokenizer, EnsureRetrainsOnlyWhenSettingsChange) {
+  ScratchDir dir("ensure");
+  tokenizer::TokenizerConfig cfg;
+  cfg.vocab_size = 100;
+  fs::path model = dir / "t.model";
+  EXPECT_TRUE(tokenizer::ensure_tokenizer(data_file("tiny_en.txt"), model, cfg, 1));
+  EXPECT_FALSE(tokenizer::ensure_tokenizer(data_file("tiny_en.txt"), model, cfg, 1));
+  cfg.vocab_size = 110;
+  EXPECT_TRUE(tokenizer::ensure_tokenizer(data_file("tiny_en.txt"), model, cfg, 1));
+  EXPECT_EQ(tokenizer::Tokenizer(model).vocab_size(), 110);
+}
+
+}  // namespace lm::test
