@@ -12,6 +12,18 @@
 
 #define LMSP_EXPORT extern "C" __attribute__((visibility("default")))
 
+namespace sentencepiece::logging {
+void SetMinLogLevel(int v);  // exported by libsentencepiece, not declared in its public headers
+}
+
+namespace {
+// SentencePiece logs through std::cerr. Under RTLD_DEEPBIND this library binds to libstdc++'s own
+// std::cerr, which stays unconstructed when the executable holds a copy-relocated std::cerr, so any
+// log line crashes (seen: BPE training with a too-large vocab_size). Silence INFO/WARNING/ERROR (levels
+// 0-2); failures still come back as util::Status messages, which is what lmtrain reports.
+__attribute__((constructor)) void silence_sentencepiece_logging() { sentencepiece::logging::SetMinLogLevel(3); }
+}  // namespace
+
 struct lmsp_processor {
   sentencepiece::SentencePieceProcessor sp;
 };

@@ -109,7 +109,6 @@ void train_tokenizer(const fs::path& corpus, const fs::path& model_path, const T
       {"input_sentence_size", std::to_string(cfg.max_sentences)},
       {"shuffle_input_sentence", "true"},
       {"max_sentence_length", "16384"},
-      {"minloglevel", "1"},
   };
   std::vector<const char*> keys, values;
   for (auto& [k, v] : kv) {
