@@ -87,6 +87,22 @@ TEST(Model, InitialLossIsNearLnV) {
   EXPECT_NEAR(loss, std::log(64.0), 0.15);
 }
 
+TEST(Model, ChunkedLossEqualsFullLogitsLoss) {
+  torch::manual_seed(7);
+  model::Gpt m(tiny(false));
+  auto x = torch::randint(0, 64, {5, 8}, torch::kInt64);
+  auto y = torch::randint(0, 64, {5, 8}, torch::kInt64);
+  auto full = model::next_token_loss(m->forward(x), y);
+  auto chunked = model::chunked_next_token_loss(m->forward_hidden(x), m->output_weight(), y, /*chunk_rows=*/7);
+  EXPECT_NEAR(full.item<double>(), chunked.item<double>(), 1e-6);
+  EXPECT_NEAR(m->loss(x, y).item<double>(), full.item<double>(), 1e-6);
+  full.backward();
+  auto g_full = m->tok_emb->weight.grad().clone();
+  m->zero_grad();
+  chunked.backward();
+  EXPECT_TRUE(torch::allclose(g_full, m->tok_emb->weight.grad(), 1e-5, 1e-7));
+}
+
 TEST(Model, OneBatchOverfits) {
   torch::manual_seed(4);
   model::Gpt m(tiny());

@@ -6,10 +6,12 @@
 
 #include "util/errors.h"
 #include "util/logging.h"
+#include "util/memory.h"
 
 namespace lm::cli {
 
 int run(int argc, char** argv) {
+  util::keep_freed_memory();
   CLI::App app{"lmtrain: train, fine-tune, sample and inspect small decoder-only language models.\n"
                "Exit codes: 0 ok, 1 internal, 2 usage/config, 3 data/tokenizer, 4 checkpoint, 5 non-finite loss,\n"
                "6 save failure, 7 distributed, 130 SIGINT, 143 SIGTERM."};

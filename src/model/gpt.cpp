@@ -50,6 +50,16 @@ torch::Tensor GptImpl::output_weight() const { return cfg_.tie_embeddings ? tok_
 torch::Tensor GptImpl::forward(const torch::Tensor& idx) { return forward_traced(idx, nullptr); }
 
 torch::Tensor GptImpl::forward_traced(const torch::Tensor& idx, const StageFn& on_stage) {
+  auto logits = torch::nn::functional::linear(forward_hidden(idx, on_stage), output_weight());  // (B,T,V)
+  if (on_stage) on_stage("logits", logits);
+  return logits;
+}
+
+torch::Tensor GptImpl::loss(const torch::Tensor& idx, const torch::Tensor& targets) {
+  return chunked_next_token_loss(forward_hidden(idx), output_weight(), targets);
+}
+
+torch::Tensor GptImpl::forward_hidden(const torch::Tensor& idx, const StageFn& on_stage) {
   auto trace = [&](const char* stage, const torch::Tensor& t) {
     if (on_stage) on_stage(stage, t);
   };
@@ -66,14 +76,29 @@ torch::Tensor GptImpl::forward_traced(const torch::Tensor& idx, const StageFn& o
   }
   x = ln_f->forward(x);                                                // (B,T,C)
   trace("ln_f", x);
-  auto logits = torch::nn::functional::linear(x, output_weight());    // (B,T,V)
-  trace("logits", logits);
-  return logits;
+  return x;
 }
 
 torch::Tensor next_token_loss(const torch::Tensor& logits, const torch::Tensor& targets) {
   const int64_t V = logits.size(-1);
   return torch::nn::functional::cross_entropy(logits.reshape({-1, V}), targets.reshape({-1}));
+}
+
+torch::Tensor chunked_next_token_loss(const torch::Tensor& hidden, const torch::Tensor& weight,
+                                      const torch::Tensor& targets, int64_t chunk_rows) {
+  const int64_t C = hidden.size(-1);
+  auto h = hidden.reshape({-1, C});       // (N,C)
+  auto y = targets.reshape({-1});         // (N)
+  const int64_t N = h.size(0);
+  torch::Tensor total;
+  for (int64_t i = 0; i < N; i += chunk_rows) {
+    const int64_t n = std::min(chunk_rows, N - i);
+    auto logits = torch::nn::functional::linear(h.narrow(0, i, n), weight);  // (n,V)
+    auto part = torch::nn::functional::cross_entropy(
+        logits, y.narrow(0, i, n), torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+    total = total.defined() ? total + part : part;
+  }
+  return total / static_cast<double>(N);
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> named_weights(const torch::nn::Module& m) {

@@ -22,7 +22,7 @@ double evaluate(model::GptImpl& model, const data::TokenFile& file, int64_t batc
   for (int64_t i = 0; i < n; i += batch_size) {
     const int64_t b = std::min(batch_size, n - i);
     auto batch = data::eval_batch(file, T, std::vector<int64_t>(windows.begin() + i, windows.begin() + i + b));
-    auto loss = model::next_token_loss(model.forward(batch.x), batch.y);  // mean over b*T tokens
+    auto loss = model.loss(batch.x, batch.y);  // mean over b*T tokens
     sum += loss.item<double>() * static_cast<double>(b);
   }
   model.train(was_training);

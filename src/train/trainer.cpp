@@ -113,8 +113,7 @@ TrainResult run_training(const TrainJob& job) {
     const double lr = lr_at(step, job.train);
     set_lr(*opt, lr);
     auto batch = batcher.next();
-    auto logits = model->forward(batch.x);                       // (B,T,V)
-    auto loss = model::next_token_loss(logits, batch.y);         // ()
+    auto loss = model->loss(batch.x, batch.y);                   // () mean nats/token
     opt->zero_grad();
     loss.backward();
     const double gnorm = torch::nn::utils::clip_grad_norm_(params, clip);

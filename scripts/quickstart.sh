@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The main job on the default corpus: set-up (packages + build), KJV corpus, tokenizer, token files,
+# training with configs/kjv-small.yaml, then the final validation loss, a next-token table and a sample.
+# Usage: scripts/quickstart.sh [extra --set overrides passed to `lmtrain train`]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+start=$(date +%s)
+bash scripts/setup.sh
+[ -s data/kjv/train.txt ] && [ -s data/kjv/val.txt ] || bash scripts/get_corpus.sh kjv
+LM=build/lmtrain
+RUN=runs/kjv-small
+mkdir -p runs
+overrides=()
+for o in "$@"; do overrides+=(--set "$o"); done
+$LM train -c configs/kjv-small.yaml "${overrides[@]}" 2>&1 | tee "$RUN.log"
+echo
+$LM sample --checkpoint "$RUN" --prompt "In the beginning God" --top-k 10 --generate 40 --temperature 0.8 --seed 1
+echo
+echo "quickstart finished in $(( $(date +%s) - start ))s; run directory $RUN, log $RUN.log"
