@@ -12,7 +12,7 @@ RUN=runs/kjv-small
 mkdir -p runs
 overrides=()
 for o in "$@"; do overrides+=(--set "$o"); done
-$LM train -c configs/kjv-small.yaml "${overrides[@]}" 2>&1 | tee "$RUN.log"
+$LM train -c configs/kjv-small.yaml --overwrite "${overrides[@]}" 2>&1 | tee "$RUN.log"
 echo
 $LM sample --checkpoint "$RUN" --prompt "In the beginning God" --top-k 10 --generate 40 --temperature 0.8 --seed 1
 echo

@@ -58,19 +58,28 @@ TEST(CliEndToEnd, TokenizerPrepareTrainCheckpointSample) {
   EXPECT_TRUE(fs::is_regular_file(dir / "run" / "config.yaml"));
   EXPECT_TRUE(fs::is_regular_file(dir / "run" / "train.bin"));
 
-  // a second run reuses the tokenizer and token files
+  // a second run refuses to replace the first run's checkpoints unless told to
   r = run_lmtrain("train -c " + write_config(dir) + " --set train.max_steps=3 --set train.warmup_steps=0");
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("is current"), std::string::npos) << r.output;
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--overwrite"), std::string::npos) << r.output;
+  EXPECT_TRUE(fs::is_regular_file(dir / "run" / "step_00000012" / "model.pt"));
 
   r = run_lmtrain("sample --checkpoint " + (dir / "run" / "step_00000012").string() +
                   " --prompt 'The river' --top-k 5 --generate 12 --seed 9");
   ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string first_sample = r.output;
   EXPECT_NE(r.output.find("rank"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("generated"), std::string::npos) << r.output;
   auto again = run_lmtrain("sample --checkpoint " + (dir / "run" / "step_00000012").string() +
                            " --prompt 'The river' --top-k 5 --generate 12 --seed 9");
-  EXPECT_EQ(again.output, r.output) << "same seed must give the same text";
+  EXPECT_EQ(again.output, first_sample) << "same seed must give the same text";
+
+  // with --overwrite the second run reuses the tokenizer and token files and replaces the checkpoints
+  r = run_lmtrain("train -c " + write_config(dir) + " --set train.max_steps=3 --set train.warmup_steps=0 --overwrite");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("is current"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(dir / "run" / "step_00000012"));
+  EXPECT_TRUE(fs::is_regular_file(dir / "run" / "step_00000003" / "manifest.json"));
 }
 
 TEST(CliEndToEnd, PythonTorchLoadsTheWeightsByName) {

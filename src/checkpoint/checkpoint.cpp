@@ -198,8 +198,9 @@ void load_optimizer(torch::optim::Optimizer& opt, const fs::path& dir) {
   }
 }
 
-void prune_checkpoints(const fs::path& run_dir, int64_t keep_last) {
+std::vector<fs::path> list_checkpoints(const fs::path& run_dir) {
   std::vector<fs::path> steps;
+  if (!fs::is_directory(run_dir)) return steps;
   for (const auto& e : fs::directory_iterator(run_dir)) {
     const std::string n = e.path().filename().string();
     if (e.is_directory() && n.rfind("step_", 0) == 0 && n.find(".tmp-") == std::string::npos &&
@@ -208,6 +209,11 @@ void prune_checkpoints(const fs::path& run_dir, int64_t keep_last) {
     }
   }
   std::sort(steps.begin(), steps.end());
+  return steps;
+}
+
+void prune_checkpoints(const fs::path& run_dir, int64_t keep_last) {
+  auto steps = list_checkpoints(run_dir);
   for (size_t i = 0; i + static_cast<size_t>(keep_last) < steps.size(); ++i) fs::remove_all(steps[i]);
 }
 

@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "model/gpt.h"
 #include "model/gpt_config.h"
@@ -73,6 +74,9 @@ void load_weights(model::GptImpl& model, const fs::path& model_pt);
 
 /// Loads optimizer.pt into `opt`. Throws CheckpointError when absent or unreadable.
 void load_optimizer(torch::optim::Optimizer& opt, const fs::path& dir);
+
+/// The committed step_* checkpoints of `run_dir` (with a manifest), oldest first; empty when none.
+std::vector<fs::path> list_checkpoints(const fs::path& run_dir);
 
 /// Deletes the oldest step_* checkpoints of `run_dir` beyond the newest `keep_last`.
 void prune_checkpoints(const fs::path& run_dir, int64_t keep_last);

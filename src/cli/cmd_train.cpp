@@ -14,13 +14,14 @@ void add_train_commands(CLI::App& app) {
   struct Opts {
     std::string config;
     std::vector<std::string> overrides;
-    bool dump = false, list_keys = false;
+    bool dump = false, list_keys = false, overwrite = false;
   };
   auto o = std::make_shared<Opts>();
   auto* train = app.add_subcommand("train", "Train a model: tokenizer and token files are made when missing or stale");
   train->add_option("-c,--config", o->config, "YAML config (see configs/ and README.md)");
   train->add_option("--set", o->overrides, "override a key: --set section.key=value (repeatable)")->take_all();
   train->add_flag("--dump-config", o->dump, "print the effective config as YAML and exit");
+  train->add_flag("--overwrite", o->overwrite, "delete checkpoints of an earlier run in run.dir instead of refusing to start");
   train->add_flag("--list-keys", o->list_keys, "print every config key with its meaning and exit");
   train->callback([o] {
     if (o->list_keys) {
@@ -44,6 +45,7 @@ void add_train_commands(CLI::App& app) {
     job.train = cfg.train;
     job.checkpoint = cfg.checkpoint;
     job.config_yaml = yaml;
+    job.overwrite = o->overwrite;
     spdlog::info("run dir {}, config {}", cfg.run.dir, o->config.empty() ? "(defaults)" : o->config);
     auto result = train::run_training(job);
     std::cout << "final validation loss " << result.final_val_loss << " nats/token, perplexity "

@@ -73,6 +73,18 @@ void prepare_run_data(const TrainJob& job) {
 }
 
 TrainResult run_training(const TrainJob& job) {
+  // A new run never silently replaces an earlier run's checkpoints.
+  if (auto old = checkpoint::list_checkpoints(job.run_dir); !old.empty()) {
+    if (!job.overwrite) {
+      throw ConfigError("[train] run.dir '" + job.run_dir.string() + "' already holds " + std::to_string(old.size()) +
+                        " checkpoint(s), newest " + old.back().filename().string() +
+                        ": expected a new or empty run directory. Hint: choose another run.dir, or pass "
+                        "--overwrite to delete them.");
+    }
+    for (auto& dir : old) fs::remove_all(dir);
+    fs::remove(job.run_dir / "latest");
+    spdlog::warn("--overwrite: deleted {} checkpoint(s) of an earlier run in {}", old.size(), job.run_dir.string());
+  }
   util::set_compute_threads(job.threads);
   prepare_run_data(job);
   RunPaths paths(job.run_dir);

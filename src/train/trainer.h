@@ -24,6 +24,7 @@ struct TrainJob {
   TrainConfig train;
   checkpoint::CheckpointConfig checkpoint;
   std::string config_yaml;  ///< effective config, saved in the run dir and every checkpoint
+  bool overwrite = false;   ///< replace checkpoints already in run_dir (otherwise that is an error)
 };
 
 struct TrainResult {
