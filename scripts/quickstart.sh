@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
-bash scripts/setup.sh
+bash scripts/setup.sh lmtrain   # the tests are built by scripts/test.sh
 [ -s data/kjv/train.txt ] && [ -s data/kjv/val.txt ] || bash scripts/get_corpus.sh kjv
 LM=build/lmtrain
 RUN=runs/kjv-small

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs every Debian package lmtrain needs (idempotent, non-interactive), then configures and builds
 # Release into build/. Works as root on a bare Debian bookworm; uses sudo when not root.
+# Usage: scripts/setup.sh [cmake targets...]   (default: everything, tests included)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,6 +12,7 @@ PACKAGES=(
   libcli11-dev libspdlog-dev libfmt-dev libyaml-cpp-dev nlohmann-json3-dev libssl-dev
   libgtest-dev
   python3 python3-torch
+  gnuplot-nox
 )
 
 SUDO=""
@@ -29,10 +31,14 @@ else
 fi
 
 # ccache: the precompiled LibTorch header needs these to be cacheable.
+# CCACHE_BASEDIR makes cache keys path-independent, so a fresh clone (CI) reuses earlier compilations.
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}"
 export CCACHE_SLOPPINESS="${CCACHE_SLOPPINESS:-pch_defines,time_macros,include_file_mtime,include_file_ctime}"
 BUILD_DIR="${BUILD_DIR:-build}"
 if [ ! -f "$BUILD_DIR/build.ninja" ]; then
   cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release
 fi
-cmake --build "$BUILD_DIR"
-echo "setup: built $BUILD_DIR/lmtrain"
+targets=()
+for t in "$@"; do targets+=(--target "$t"); done
+cmake --build "$BUILD_DIR" "${targets[@]}"
+echo "setup: built ${*:-all targets} in $BUILD_DIR"

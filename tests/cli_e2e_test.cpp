@@ -23,9 +23,14 @@ std::string write_config(const ScratchDir& dir, const std::string& extra = "") {
   return cfg.string();
 }
 
+// The run ends with exactly one "error: ..." line (log lines may come before it), no trace, no crash.
 void expect_clean_failure(const RunResult& r, int code, const std::string& needle) {
   EXPECT_EQ(r.exit_code, code) << r.output;
-  EXPECT_NE(r.output.find(needle), std::string::npos) << r.output;
+  const auto error_at = r.output.find("error: ");
+  ASSERT_NE(error_at, std::string::npos) << r.output;
+  const std::string error_line = r.output.substr(error_at);
+  EXPECT_EQ(error_line.find('\n'), error_line.size() - 1) << "not a single last line: " << r.output;
+  EXPECT_NE(error_line.find(needle), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("Exception raised from"), std::string::npos) << "stack trace: " << r.output;
   EXPECT_EQ(r.output.find("terminate called"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("Segmentation"), std::string::npos) << r.output;
@@ -98,7 +103,18 @@ TEST(CliEndToEnd, PythonTorchLoadsTheWeightsByName) {
 
 TEST(CliEndToEnd, BadInputEndsWithOneClearLineAndAnExitCode) {
   ScratchDir dir("bad");
-  auto r = run_lmtrain("train -c " + write_config(dir, "train2: {}\n") + " --set train.max_step=3");
+  // a misspelt key in the YAML file
+  std::string text;
+  {
+    std::ifstream in(write_config(dir));
+    text.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  text.replace(text.find("n_layers"), 8, "n_layer");
+  std::ofstream(dir / "typo.yaml") << text;
+  auto r = run_lmtrain("train -c " + (dir / "typo.yaml").string());
+  expect_clean_failure(r, 2, "unknown key 'model.n_layer'");
+  EXPECT_NE(r.output.find("Did you mean 'model.n_layers'?"), std::string::npos) << r.output;
+  r = run_lmtrain("train -c " + write_config(dir) + " --set train.max_step=3");
   expect_clean_failure(r, 2, "Did you mean 'train.max_steps'?");
   r = run_lmtrain("train -c " + write_config(dir) + " --set data.train=" + (dir / "missing.txt").string());
   expect_clean_failure(r, 3, "missing.txt");

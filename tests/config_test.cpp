@@ -32,6 +32,9 @@ TEST(Config, UnknownKeyNamesItAndSuggestsTheClosest) {
   EXPECT_NE(e.find("'model.d_modle'"), std::string::npos) << e;
   EXPECT_NE(e.find("Did you mean 'model.d_model'?"), std::string::npos) << e;
   EXPECT_NE(e.find("test.yaml:3:"), std::string::npos) << "location missing: " << e;
+  e = error_of(kData + "trian:\n  lr: 0.1\n");
+  EXPECT_NE(e.find("unknown section 'trian'"), std::string::npos) << e;
+  EXPECT_NE(e.find("Did you mean 'train'?"), std::string::npos) << e;
   e = error_of(kData, {"train.max_step=3"});
   EXPECT_NE(e.find("Did you mean 'train.max_steps'?"), std::string::npos) << e;
 }

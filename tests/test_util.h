@@ -73,4 +73,34 @@ inline RunResult run_command(const std::string& cmd) {
 /// Runs the real lmtrain binary with `args`.
 inline RunResult run_lmtrain(const std::string& args) { return run_command(std::string(LMTRAIN_BINARY) + " " + args); }
 
+/// Starts `lmtrain args` in the background (via `sh -c "exec ..."`, so the pid is lmtrain's own), with
+/// stdout and stderr going to `log`. Returns the pid.
+inline pid_t spawn_lmtrain(const std::string& args, const fs::path& log) {
+  const std::string cmd = "exec " + std::string(LMTRAIN_BINARY) + " " + args + " > '" + log.string() + "' 2>&1";
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  return pid;
+}
+
+/// Waits for a spawned process; returns its exit code, or 128 + signal number when killed.
+inline int wait_exit(pid_t pid) {
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/// Whole file as a string ("" when missing).
+inline std::string slurp(const fs::path& p) {
+  std::FILE* f = std::fopen(p.c_str(), "rb");
+  if (!f) return "";
+  std::string out;
+  std::array<char, 4096> buf{};
+  while (size_t n = std::fread(buf.data(), 1, buf.size(), f)) out.append(buf.data(), n);
+  std::fclose(f);
+  return out;
+}
+
 }  // namespace lm::test

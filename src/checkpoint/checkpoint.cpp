@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <chrono>
+#include <cstdlib>
 #include <sstream>
+#include <thread>
 
 #include "util/errors.h"
 #include "util/fs.h"
@@ -20,7 +23,16 @@ json state_to_json(const TrainerState& s) {
               {"tokens_seen", s.tokens_seen},
               {"data_cursor", s.data_cursor},
               {"last_val_loss", num(s.last_val_loss)},
-              {"best_val_loss", num(s.best_val_loss)}};
+              {"best_val_loss", num(s.best_val_loss)},
+              {"evals_without_improvement", s.evals_without_improvement},
+              {"consecutive_skips", s.consecutive_skips},
+              {"torch_rng_state", s.torch_rng_state},
+              {"data",
+               {{"tokenizer_sha256", s.data.tokenizer_sha256},
+                {"train_source_sha256", s.data.train_source_sha256},
+                {"val_source_sha256", s.data.val_source_sha256},
+                {"train_tokens", s.data.train_tokens},
+                {"val_tokens", s.data.val_tokens}}}};
 }
 
 TrainerState state_from_json(const json& j) {
@@ -31,22 +43,73 @@ TrainerState state_from_json(const json& j) {
   s.data_cursor = j.at("data_cursor").get<uint64_t>();
   s.last_val_loss = num("last_val_loss");
   s.best_val_loss = num("best_val_loss");
+  s.evals_without_improvement = j.value("evals_without_improvement", int64_t{0});
+  s.consecutive_skips = j.value("consecutive_skips", int64_t{0});
+  s.torch_rng_state = j.value("torch_rng_state", std::string());
+  if (j.contains("data")) {
+    const auto& d = j.at("data");
+    s.data.tokenizer_sha256 = d.value("tokenizer_sha256", std::string());
+    s.data.train_source_sha256 = d.value("train_source_sha256", std::string());
+    s.data.val_source_sha256 = d.value("val_source_sha256", std::string());
+    s.data.train_tokens = d.value("train_tokens", uint64_t{0});
+    s.data.val_tokens = d.value("val_tokens", uint64_t{0});
+  }
   return s;
+}
+
+std::string dict_bytes(const c10::Dict<std::string, torch::Tensor>& dict) {
+  std::vector<char> bytes = torch::pickle_save(dict);
+  return std::string(bytes.begin(), bytes.end());
 }
 
 std::string weights_bytes(const model::GptImpl& m) {
   c10::Dict<std::string, torch::Tensor> dict;
   for (auto& [name, t] : model::named_weights(m)) dict.insert(name, t.detach().cpu().contiguous());
-  std::vector<char> bytes = torch::pickle_save(dict);
-  return std::string(bytes.begin(), bytes.end());
+  return dict_bytes(dict);
 }
 
-std::string optimizer_bytes(const torch::optim::Optimizer& opt) {
-  std::ostringstream ss;
-  torch::serialize::OutputArchive archive;
-  opt.save(archive);
-  archive.save_to(ss);
-  return ss.str();
+// Key of a parameter in Optimizer::state(): LibTorch 1.13 uses the TensorImpl address printed as a string,
+// later versions the address itself; deduce which from the map type.
+template <typename Map>
+typename Map::key_type state_key(const Map&, const torch::Tensor& p) {
+  using K = typename Map::key_type;
+  if constexpr (std::is_same_v<K, std::string>) {
+    std::ostringstream ss;
+    ss << static_cast<const void*>(p.unsafeGetTensorImpl());
+    return ss.str();
+  } else {
+    return static_cast<K>(p.unsafeGetTensorImpl());
+  }
+}
+
+// AdamW state keyed by parameter *name*. (torch::save of an optimizer keys it by tensor addresses, which
+// differ between processes, so its bytes could never match across a resume.)
+std::string optimizer_bytes(const torch::optim::AdamW& opt, const model::GptImpl& m) {
+  c10::Dict<std::string, torch::Tensor> dict;
+  for (auto& [name, p] : model::named_weights(m)) {
+    auto it = opt.state().find(state_key(opt.state(), p));
+    if (it == opt.state().end()) continue;  // no step taken yet, or a frozen parameter
+    const auto& st = static_cast<const torch::optim::AdamWParamState&>(*it->second);
+    dict.insert(name + ".step", torch::tensor(st.step(), torch::kInt64));
+    dict.insert(name + ".exp_avg", st.exp_avg().detach().cpu().contiguous());
+    dict.insert(name + ".exp_avg_sq", st.exp_avg_sq().detach().cpu().contiguous());
+    if (st.max_exp_avg_sq().defined()) dict.insert(name + ".max_exp_avg_sq", st.max_exp_avg_sq().detach().cpu().contiguous());
+  }
+  return dict_bytes(dict);
+}
+
+std::map<std::string, torch::Tensor> read_dict(const fs::path& p, const char* what) {
+  std::string bytes = util::read_file(p, what);
+  torch::IValue iv;
+  try {
+    iv = torch::pickle_load(std::vector<char>(bytes.begin(), bytes.end()));
+  } catch (const c10::Error& e) {
+    throw CheckpointError("[checkpoint] cannot read " + std::string(what) + " '" + p.string() + "': " + e.what_without_backtrace());
+  }
+  if (!iv.isGenericDict()) throw CheckpointError("[checkpoint] " + std::string(what) + ": expected a name -> tensor dict");
+  std::map<std::string, torch::Tensor> out;
+  for (const auto& kv : iv.toGenericDict()) out[kv.key().toStringRef()] = kv.value().toTensor();
+  return out;
 }
 
 json read_json(const fs::path& p) {
@@ -74,22 +137,29 @@ fs::path save_checkpoint(const fs::path& run_dir, const std::string& name, const
     fs::create_directories(tmp);
     std::vector<std::pair<std::string, std::string>> files;
     files.emplace_back("model.pt", weights_bytes(*req.model));
-    if (req.optimizer) files.emplace_back("optimizer.pt", optimizer_bytes(*req.optimizer));
+    if (req.optimizer) files.emplace_back("optimizer.pt", optimizer_bytes(*req.optimizer, *req.model));
     files.emplace_back("trainer_state.json", state_to_json(req.state).dump(2) + "\n");
     files.emplace_back("config.yaml", req.config_yaml);
     files.emplace_back("arch.json", json(req.model->config()).dump(2) + "\n");
     files.emplace_back("tokenizer.model", util::read_file(req.tokenizer_model, "tokenizer model"));
     json manifest{{"format_version", kFormatVersion}, {"files", json::array()}};
+    // Test-only: LMTRAIN_TEST_SAVE_PAUSE_MS sleeps after each file so a test can kill -9 mid-save.
+    const char* pause = std::getenv("LMTRAIN_TEST_SAVE_PAUSE_MS");
     for (auto& [fname, bytes] : files) {
       util::write_file_synced(tmp / fname, bytes);
       manifest["files"].push_back({{"name", fname}, {"bytes", bytes.size()}, {"sha256", util::sha256_hex(bytes)}});
+      if (pause) std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(pause)));
     }
     util::write_file_synced(tmp / "manifest.json", manifest.dump(2) + "\n");
     util::fsync_dir(tmp);
-    if (fs::exists(final_dir)) fs::remove_all(final_dir);  // a stale same-step dir from an older run
+    // Replacing (e.g. `best`): move the old one aside first, so a crash leaves one of the two intact.
+    fs::path old = run_dir / (name + ".old-" + util::temp_suffix());
+    const bool had_old = fs::exists(final_dir);
+    if (had_old) fs::rename(final_dir, old);
     fs::rename(tmp, final_dir);
     util::fsync_dir(run_dir);
-    util::atomic_write_file(run_dir / "latest", name + "\n");
+    if (had_old) fs::remove_all(old);
+    if (req.update_latest) util::atomic_write_file(run_dir / "latest", name + "\n");
   } catch (const std::exception& e) {
     std::error_code ec;
     fs::remove_all(tmp, ec);
@@ -136,16 +206,7 @@ fs::path resolve_checkpoint(const fs::path& path) {
 }
 
 void load_weights(model::GptImpl& model, const fs::path& model_pt) {
-  std::string bytes = util::read_file(model_pt, "weights");
-  torch::IValue iv;
-  try {
-    iv = torch::pickle_load(std::vector<char>(bytes.begin(), bytes.end()));
-  } catch (const c10::Error& e) {
-    throw CheckpointError("[checkpoint] cannot read weights '" + model_pt.string() + "': " + e.what_without_backtrace());
-  }
-  if (!iv.isGenericDict()) throw CheckpointError("[checkpoint] weights: expected a name -> tensor dict");
-  std::map<std::string, torch::Tensor> stored;
-  for (const auto& kv : iv.toGenericDict()) stored[kv.key().toStringRef()] = kv.value().toTensor();
+  auto stored = read_dict(model_pt, "weights");
   auto expected = model::named_weights(model);
   // Check everything before copying anything: torch::load alone would silently take the file's shapes.
   for (auto& [name, t] : expected) {
@@ -169,16 +230,51 @@ void load_weights(model::GptImpl& model, const fs::path& model_pt) {
   for (auto& [name, t] : expected) t.copy_(stored[name]);
 }
 
+TrainerState read_trainer_state(const fs::path& dir) {
+  try {
+    return state_from_json(read_json(dir / "trainer_state.json"));
+  } catch (const json::exception& e) {
+    throw CheckpointError("[checkpoint] '" + dir.string() + "' has a malformed trainer_state.json: " + e.what());
+  }
+}
+
+model::GptConfig read_arch(const fs::path& dir) {
+  try {
+    return read_json(dir / "arch.json").get<model::GptConfig>();
+  } catch (const json::exception& e) {
+    throw CheckpointError("[checkpoint] '" + dir.string() + "' has a malformed arch.json: " + e.what());
+  }
+}
+
+std::vector<std::string> remove_stale_temps(const fs::path& run_dir) {
+  std::vector<std::string> removed;
+  if (!fs::is_directory(run_dir)) return removed;
+  for (const auto& e : fs::directory_iterator(run_dir)) {
+    const std::string n = e.path().filename().string();
+    std::error_code ec;
+    if (auto at = n.find(".old-"); at != std::string::npos) {
+      // A crash between "move the old one aside" and "move the new one in": the old one is still good.
+      fs::path original = run_dir / n.substr(0, at);
+      if (!fs::exists(original)) {
+        fs::rename(e.path(), original, ec);
+        if (!ec) continue;
+      }
+      fs::remove_all(e.path(), ec);
+      removed.push_back(n);
+    } else if (n.find(".tmp-") != std::string::npos) {
+      fs::remove_all(e.path(), ec);
+      removed.push_back(n);
+    }
+  }
+  return removed;
+}
+
 LoadedCheckpoint load_checkpoint(const fs::path& dir_arg) {
   LoadedCheckpoint out;
   out.dir = resolve_checkpoint(dir_arg);
   verify_checkpoint(out.dir);
-  try {
-    out.arch = read_json(out.dir / "arch.json").get<model::GptConfig>();
-    out.state = state_from_json(read_json(out.dir / "trainer_state.json"));
-  } catch (const json::exception& e) {
-    throw CheckpointError("[checkpoint] '" + out.dir.string() + "' has a malformed arch/state: " + e.what());
-  }
+  out.arch = read_arch(out.dir);
+  out.state = read_trainer_state(out.dir);
   out.config_yaml = util::read_file(out.dir / "config.yaml", "checkpoint config");
   out.tokenizer_model = out.dir / "tokenizer.model";
   out.model = model::Gpt(out.arch);
@@ -186,15 +282,32 @@ LoadedCheckpoint load_checkpoint(const fs::path& dir_arg) {
   return out;
 }
 
-void load_optimizer(torch::optim::Optimizer& opt, const fs::path& dir) {
+void load_optimizer(torch::optim::AdamW& opt, const model::GptImpl& model, const fs::path& dir) {
   fs::path p = dir / "optimizer.pt";
   if (!fs::is_regular_file(p)) throw CheckpointError("[checkpoint] optimizer state missing: expected " + p.string());
-  try {
-    torch::serialize::InputArchive archive;
-    archive.load_from(p.string());
-    opt.load(archive);
-  } catch (const c10::Error& e) {
-    throw CheckpointError("[checkpoint] cannot read optimizer state '" + p.string() + "': " + e.what_without_backtrace());
+  auto stored = read_dict(p, "optimizer state");
+  size_t used = 0;
+  for (auto& [name, param] : model::named_weights(model)) {
+    auto step = stored.find(name + ".step");
+    if (step == stored.end()) continue;
+    auto avg = stored.find(name + ".exp_avg"), sq = stored.find(name + ".exp_avg_sq");
+    if (avg == stored.end() || sq == stored.end() || avg->second.sizes() != param.sizes() ||
+        sq->second.sizes() != param.sizes()) {
+      throw CheckpointError("[checkpoint] optimizer state of '" + name + "': expected exp_avg/exp_avg_sq shaped like the parameter");
+    }
+    auto st = std::make_unique<torch::optim::AdamWParamState>();
+    st->step(step->second.item<int64_t>());
+    st->exp_avg(avg->second.clone());
+    st->exp_avg_sq(sq->second.clone());
+    used += 3;
+    if (auto mx = stored.find(name + ".max_exp_avg_sq"); mx != stored.end()) {
+      st->max_exp_avg_sq(mx->second.clone());
+      ++used;
+    }
+    opt.state()[state_key(opt.state(), param)] = std::move(st);
+  }
+  if (used != stored.size()) {
+    throw CheckpointError("[checkpoint] optimizer state '" + p.string() + "' names parameters this model does not have");
   }
 }
 

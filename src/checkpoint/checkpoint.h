@@ -1,6 +1,7 @@
 // Checkpoint directories (DESIGN.md "Checkpoint contract"). A checkpoint RUN/step_00001000/ holds:
 //   model.pt            weights, a name -> tensor dict (torch::pickle_save; Python torch.load reads it)
-//   optimizer.pt        AdamW state (torch::save archive), absent for weight-only exports
+//   optimizer.pt        AdamW state as a name -> tensor dict: "<param>.exp_avg", "<param>.exp_avg_sq",
+//                       "<param>.step" per parameter (deterministic bytes; Python torch.load reads it)
 //   trainer_state.json  step, tokens seen, data cursor, validation losses
 //   config.yaml         the effective run config
 //   arch.json           the GptConfig the weights belong to
@@ -27,25 +28,40 @@ namespace fs = std::filesystem;
 
 inline constexpr int kFormatVersion = 1;
 
-/// Training progress saved with each checkpoint.
+/// Identity of the data a run trains on; a resume with different data is refused.
+struct DataIdentity {
+  std::string tokenizer_sha256;     ///< SHA-256 of tokenizer.model
+  std::string train_source_sha256;  ///< SHA-256 of the training text
+  std::string val_source_sha256;    ///< SHA-256 of the validation text
+  uint64_t train_tokens = 0, val_tokens = 0;
+};
+
+/// Training progress saved with each checkpoint: everything an exact resume needs besides the weights
+/// and optimizer state.
 struct TrainerState {
   int64_t step = 0;               ///< optimizer steps completed
   int64_t tokens_seen = 0;        ///< training tokens consumed
-  uint64_t data_cursor = 0;       ///< index of the next training batch
+  uint64_t data_cursor = 0;       ///< index of the next training micro-batch
   double last_val_loss = NAN;     ///< most recent validation loss (nats), NaN if none yet
   double best_val_loss = NAN;     ///< lowest validation loss so far (nats), NaN if none yet
+  int64_t evals_without_improvement = 0;  ///< for train.early_stopping_patience
+  int64_t consecutive_skips = 0;  ///< non-finite steps skipped in a row (on_nonfinite: skip)
+  std::string torch_rng_state;    ///< LibTorch CPU generator state, hex
+  DataIdentity data;
 };
 
 /// What a save needs. Pointers are borrowed for the duration of the call.
 struct SaveRequest {
   const model::GptImpl* model = nullptr;
-  const torch::optim::Optimizer* optimizer = nullptr;  ///< may be null (weights only)
+  const torch::optim::AdamW* optimizer = nullptr;  ///< may be null (weights only)
   TrainerState state;
   std::string config_yaml;
   fs::path tokenizer_model;
+  bool update_latest = true;  ///< point RUN/latest at it (false for `best`)
 };
 
-/// Writes RUN/NAME atomically and points RUN/latest at it. Returns the checkpoint path.
+/// Writes RUN/NAME atomically and, when asked, points RUN/latest at it. An existing RUN/NAME is replaced
+/// only after the new one is complete. Returns the checkpoint path.
 /// Throws SaveError; on failure nothing named NAME appears and `latest` is unchanged.
 fs::path save_checkpoint(const fs::path& run_dir, const std::string& name, const SaveRequest& req);
 
@@ -72,14 +88,22 @@ LoadedCheckpoint load_checkpoint(const fs::path& dir);
 /// Copies the weights in `model_pt` into `model`, checking every name and shape first.
 void load_weights(model::GptImpl& model, const fs::path& model_pt);
 
-/// Loads optimizer.pt into `opt`. Throws CheckpointError when absent or unreadable.
-void load_optimizer(torch::optim::Optimizer& opt, const fs::path& dir);
+/// Loads optimizer.pt into `opt`, whose parameters are `model`'s (matched by name, shapes checked).
+/// Throws CheckpointError when absent, unreadable or mismatched.
+void load_optimizer(torch::optim::AdamW& opt, const model::GptImpl& model, const fs::path& dir);
 
 /// The committed step_* checkpoints of `run_dir` (with a manifest), oldest first; empty when none.
 std::vector<fs::path> list_checkpoints(const fs::path& run_dir);
 
 /// Deletes the oldest step_* checkpoints of `run_dir` beyond the newest `keep_last`.
 void prune_checkpoints(const fs::path& run_dir, int64_t keep_last);
+
+/// Reads trainer_state.json and arch.json of a checkpoint without loading any tensor (resume preflight).
+TrainerState read_trainer_state(const fs::path& dir);
+model::GptConfig read_arch(const fs::path& dir);
+
+/// Removes unfinished saves (RUN/*.tmp-*) and returns their names.
+std::vector<std::string> remove_stale_temps(const fs::path& run_dir);
 
 /// Checkpoint directory name for a step: "step_00001000".
 std::string step_name(int64_t step);

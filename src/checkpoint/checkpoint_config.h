@@ -7,7 +7,7 @@ namespace lm::checkpoint {
 
 struct CheckpointConfig {
   int64_t every = 500;    ///< steps between checkpoints; 0 = only the final one
-  int64_t keep_last = 3;  ///< newest step checkpoints kept on disk; >= 1
+  int64_t keep_last = 3;  ///< newest step checkpoints kept on disk, besides `best`; >= 2
 };
 
 }  // namespace lm::checkpoint

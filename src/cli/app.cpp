@@ -24,6 +24,8 @@ int run(int argc, char** argv) {
   add_data_commands(app);
   add_train_commands(app);
   add_sample_commands(app);
+  add_checkpoint_commands(app);
+  add_plot_commands(app);
   try {
     app.parse(argc, argv);
     return 0;
@@ -32,6 +34,9 @@ int run(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     app.exit(e);  // prints the message and a usage hint
     return static_cast<int>(ExitCode::kUsage);
+  } catch (const Interrupted& e) {
+    std::cerr << "interrupted: " << e.what() << "\n";
+    return static_cast<int>(e.code());
   } catch (const Error& e) {
     std::cerr << "error: " << e.what() << "\n";
     return static_cast<int>(e.code());

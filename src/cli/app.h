@@ -14,5 +14,7 @@ void add_tokenizer_commands(CLI::App& app);
 void add_data_commands(CLI::App& app);
 void add_train_commands(CLI::App& app);
 void add_sample_commands(CLI::App& app);
+void add_checkpoint_commands(CLI::App& app);
+void add_plot_commands(CLI::App& app);
 
 }  // namespace lm::cli

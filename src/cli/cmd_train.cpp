@@ -6,21 +6,28 @@
 
 #include "cli/app.h"
 #include "config/config.h"
+#include "train/resume.h"
 #include "train/trainer.h"
+#include "util/fs.h"
 
 namespace lm::cli {
+namespace fs = std::filesystem;
 
 void add_train_commands(CLI::App& app) {
   struct Opts {
     std::string config;
     std::vector<std::string> overrides;
     bool dump = false, list_keys = false, overwrite = false;
+    std::string resume;
   };
   auto o = std::make_shared<Opts>();
   auto* train = app.add_subcommand("train", "Train a model: tokenizer and token files are made when missing or stale");
   train->add_option("-c,--config", o->config, "YAML config (see configs/ and README.md)");
   train->add_option("--set", o->overrides, "override a key: --set section.key=value (repeatable)")->take_all();
   train->add_flag("--dump-config", o->dump, "print the effective config as YAML and exit");
+  train->add_option("--resume", o->resume,
+                    "continue a run exactly: `auto` = newest valid checkpoint in run.dir (none: start fresh), "
+                    "or a checkpoint/run directory");
   train->add_flag("--overwrite", o->overwrite, "delete checkpoints of an earlier run in run.dir instead of refusing to start");
   train->add_flag("--list-keys", o->list_keys, "print every config key with its meaning and exit");
   train->callback([o] {
@@ -46,8 +53,23 @@ void add_train_commands(CLI::App& app) {
     job.checkpoint = cfg.checkpoint;
     job.config_yaml = yaml;
     job.overwrite = o->overwrite;
+    if (!o->resume.empty()) {
+      // Resolve here so a changed non-architectural setting can be reported against the checkpoint's config.
+      fs::path from = train::select_resume_checkpoint(cfg.run.dir, o->resume);
+      job.resume = from.string();
+      if (!from.empty()) {
+        auto saved = config::parse_config(util::read_file(from / "config.yaml", "checkpoint config"),
+                                          (from / "config.yaml").string(), {});
+        for (auto& [key, was, now] : config::diff_configs(saved, cfg)) {
+          const bool checked_later = key.rfind("model.", 0) == 0 || key.rfind("tokenizer.", 0) == 0 ||
+                                     key.rfind("data.", 0) == 0;
+          if (!checked_later) spdlog::warn("resume: {} changed: checkpoint {} -> now {}", key, was, now);
+        }
+      }
+    }
     spdlog::info("run dir {}, config {}", cfg.run.dir, o->config.empty() ? "(defaults)" : o->config);
     auto result = train::run_training(job);
+    if (result.early_stopped) std::cout << "stopped early (train.early_stopping_patience)\n";
     std::cout << "final validation loss " << result.final_val_loss << " nats/token, perplexity "
               << std::exp(result.final_val_loss) << " after " << result.steps << " steps\n"
               << "checkpoint " << result.checkpoint.string() << "\n";

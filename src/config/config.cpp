@@ -138,7 +138,8 @@ const std::vector<Field>& fields() {
       choice<model::Positions>("model.positions", "learned | sinusoidal", [](RunConfig& c) -> model::Positions& { return c.model.positions; }, model::parse_positions, model::to_string),
       scalar<bool>("model.tie_embeddings", "logits through the token table (true) or a separate head", [](RunConfig& c) -> bool& { return c.model.tie_embeddings; }),
       choice<model::EmbeddingScale>("model.embedding_scale", "none | sqrt_d", [](RunConfig& c) -> model::EmbeddingScale& { return c.model.embedding_scale; }, model::parse_embedding_scale, model::to_string),
-      scalar<I>("train.batch_size", "sequences per step per process", [](RunConfig& c) -> I& { return c.train.batch_size; }, 1, 1 << 20),
+      scalar<I>("train.batch_size", "sequences per micro-batch per process", [](RunConfig& c) -> I& { return c.train.batch_size; }, 1, 1 << 20),
+      scalar<I>("train.grad_accum", "micro-batches per optimizer step", [](RunConfig& c) -> I& { return c.train.grad_accum; }, 1, 1 << 20),
       scalar<I>("train.max_steps", "optimizer steps", [](RunConfig& c) -> I& { return c.train.max_steps; }, 1),
       scalar<double>("train.lr", "peak learning rate", [](RunConfig& c) -> double& { return c.train.lr; }, 1e-12, 10.0),
       scalar<double>("train.min_lr", "learning rate at the end of the cosine decay", [](RunConfig& c) -> double& { return c.train.min_lr; }, 0.0, 10.0),
@@ -151,8 +152,11 @@ const std::vector<Field>& fields() {
       scalar<I>("train.eval_every", "steps between validations (0 = end only)", [](RunConfig& c) -> I& { return c.train.eval_every; }, 0),
       scalar<I>("train.eval_batches", "batches per periodic validation", [](RunConfig& c) -> I& { return c.train.eval_batches; }, 1),
       scalar<I>("train.log_every", "steps between log lines", [](RunConfig& c) -> I& { return c.train.log_every; }, 1),
+      scalar<I>("train.early_stopping_patience", "validations without improvement before stopping (0 = off)", [](RunConfig& c) -> I& { return c.train.early_stopping_patience; }, 0),
+      choice<train::NonFinitePolicy>("train.on_nonfinite", "stop | skip a step whose loss or grad norm is NaN/Inf", [](RunConfig& c) -> train::NonFinitePolicy& { return c.train.on_nonfinite; }, train::parse_nonfinite_policy, train::to_string),
+      scalar<I>("train.max_skips", "consecutive skipped steps allowed with on_nonfinite: skip", [](RunConfig& c) -> I& { return c.train.max_skips; }, 0),
       scalar<I>("checkpoint.every", "steps between checkpoints (0 = final only)", [](RunConfig& c) -> I& { return c.checkpoint.every; }, 0),
-      scalar<I>("checkpoint.keep_last", "step checkpoints kept on disk", [](RunConfig& c) -> I& { return c.checkpoint.keep_last; }, 1),
+      scalar<I>("checkpoint.keep_last", "step checkpoints kept on disk (plus `best`)", [](RunConfig& c) -> I& { return c.checkpoint.keep_last; }, 2),
   };
   return kFields;
 }
@@ -167,6 +171,16 @@ const Field* find_field(const std::string& key) {
 std::string suggest(const std::string& key) {
   std::string best;
   size_t best_d = std::numeric_limits<size_t>::max();
+  if (key.find('.') == std::string::npos) {  // a section name
+    for (const auto& f : fields()) {
+      const std::string section = f.key.substr(0, f.key.find('.'));
+      if (size_t d = edit_distance(key, section); d < best_d) {
+        best_d = d;
+        best = section;
+      }
+    }
+    return best_d <= 2 ? ". Did you mean '" + best + "'?" : "";
+  }
   for (const auto& f : fields()) {
     // Compare both the dotted key and its last part, so a right key in the wrong section is found too.
     size_t d = edit_distance(key, f.key);
@@ -198,6 +212,12 @@ void apply_yaml(RunConfig& cfg, const YAML::Node& root, const std::string& origi
       for (const auto& f : fields()) known = known || f.key.rfind(section + ".", 0) == 0;
       errs.push_back(known ? "section '" + section + "'" + at(sec.first.Mark(), origin) + ": expected a map of keys"
                            : "unknown key '" + section + "'" + at(sec.first.Mark(), origin) + suggest(section));
+      continue;
+    }
+    bool known_section = false;
+    for (const auto& f : fields()) known_section = known_section || f.key.rfind(section + ".", 0) == 0;
+    if (!known_section) {
+      errs.push_back("unknown section '" + section + "'" + at(sec.first.Mark(), origin) + suggest(section));
       continue;
     }
     for (const auto& kv : sec.second) {
@@ -304,6 +324,17 @@ std::string dump_config(const RunConfig& cfg) {
   if (!section.empty()) e << YAML::EndMap;
   e << YAML::EndMap;
   return std::string(e.c_str()) + "\n";
+}
+
+std::vector<std::tuple<std::string, std::string, std::string>> diff_configs(const RunConfig& a, const RunConfig& b) {
+  std::vector<std::tuple<std::string, std::string, std::string>> out;
+  for (const auto& f : fields()) {
+    YAML::Emitter ea, eb;
+    f.emit(a, ea);
+    f.emit(b, eb);
+    if (std::string(ea.c_str()) != std::string(eb.c_str())) out.emplace_back(f.key, ea.c_str(), eb.c_str());
+  }
+  return out;
 }
 
 std::vector<std::pair<std::string, std::string>> config_keys() {

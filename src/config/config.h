@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "checkpoint/checkpoint_config.h"
@@ -48,6 +49,9 @@ RunConfig parse_config(const std::string& yaml_text, const std::string& origin,
 
 /// The effective config as YAML, every key present (round-trips through parse_config).
 std::string dump_config(const RunConfig& cfg);
+
+/// Keys whose values differ between two configs: (key, value in a, value in b), in documentation order.
+std::vector<std::tuple<std::string, std::string, std::string>> diff_configs(const RunConfig& a, const RunConfig& b);
 
 /// All known keys ("section.key") with their one-line help, in documentation order.
 std::vector<std::pair<std::string, std::string>> config_keys();

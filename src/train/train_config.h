@@ -2,11 +2,22 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <string_view>
 
 namespace lm::train {
 
+/// What to do when a step's loss or gradient norm is NaN/Inf (no update is ever made from it).
+enum class NonFinitePolicy {
+  kStop,  ///< exit 5, naming the step and the last valid checkpoint
+  kSkip,  ///< skip the update; exit 5 after more than max_skips in a row
+};
+NonFinitePolicy parse_nonfinite_policy(std::string_view s);  ///< "stop" | "skip"; throws ConfigError
+std::string to_string(NonFinitePolicy p);
+
 struct TrainConfig {
-  int64_t batch_size = 16;      ///< sequences per step (per process); each is model.max_seq_len tokens
+  int64_t batch_size = 16;      ///< sequences per micro-batch (per process); each is model.max_seq_len tokens
+  int64_t grad_accum = 1;       ///< micro-batches per optimizer step (gradients averaged); >= 1
   int64_t max_steps = 2000;     ///< optimizer steps to run; >= 1
   double lr = 1e-3;             ///< peak learning rate after warmup; > 0
   double min_lr = 1e-4;         ///< floor of the cosine decay; 0 <= min_lr <= lr
@@ -19,6 +30,9 @@ struct TrainConfig {
   int64_t eval_every = 250;     ///< steps between validations; 0 = only at the end
   int64_t eval_batches = 20;    ///< batches per periodic validation (the final one reads the whole val file)
   int64_t log_every = 10;       ///< steps between training log lines; >= 1
+  int64_t early_stopping_patience = 0;  ///< stop after this many validations without improvement; 0 = off
+  NonFinitePolicy on_nonfinite = NonFinitePolicy::kStop;
+  int64_t max_skips = 3;        ///< with on_nonfinite: skip, consecutive skipped steps allowed
 };
 
 }  // namespace lm::train

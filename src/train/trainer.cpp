@@ -1,9 +1,13 @@
 #include "train/trainer.h"
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <spdlog/spdlog.h>
 
 #include <chrono>
 #include <cmath>
+#include <csignal>
+#include <cstdlib>
+#include <thread>
 
 #include "checkpoint/checkpoint.h"
 #include "data/batcher.h"
@@ -11,9 +15,13 @@
 #include "model/gpt.h"
 #include "train/evaluate.h"
 #include "train/lr_schedule.h"
+#include "train/metrics.h"
 #include "train/optimizer.h"
+#include "train/resume.h"
+#include "train/step.h"
 #include "util/errors.h"
 #include "util/fs.h"
+#include "util/signals.h"
 #include "util/threads.h"
 
 namespace lm::train {
@@ -23,9 +31,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 void log_model_summary(const model::GptImpl& m, const DecayGroups& g, const TrainJob& job) {
   int64_t total = 0;
@@ -43,8 +49,42 @@ void log_model_summary(const model::GptImpl& m, const DecayGroups& g, const Trai
   spdlog::info("decay groups: {} tensors / {} params with weight_decay={}; {} tensors / {} params without ({})",
                g.decay.size(), g.decay_numel, job.train.weight_decay, g.no_decay.size(), g.no_decay_numel,
                g.no_decay.size() > 6 ? "embeddings, LayerNorm, biases" : nd);
-  spdlog::info("threads {}, device cpu, batch {} x {} = {} tokens/step", job.threads, job.train.batch_size,
-               a.max_seq_len, job.train.batch_size * a.max_seq_len);
+  spdlog::info("threads {}, device cpu, effective batch {} x {} micro-batches x {} tokens = {} tokens/step",
+               job.threads, job.train.batch_size, job.train.grad_accum, a.max_seq_len,
+               job.train.batch_size * job.train.grad_accum * a.max_seq_len);
+}
+
+std::string rng_state_hex() {
+  auto gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  auto t = gen.get_state().contiguous();
+  static const char* kDigits = "0123456789abcdef";
+  std::string out;
+  const auto* p = t.data_ptr<uint8_t>();
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    out += kDigits[p[i] >> 4];
+    out += kDigits[p[i] & 15];
+  }
+  return out;
+}
+
+void set_rng_state_hex(const std::string& hex) {
+  if (hex.empty()) return;
+  auto t = torch::empty({static_cast<int64_t>(hex.size() / 2)}, torch::kUInt8);
+  auto* p = t.data_ptr<uint8_t>();
+  auto nib = [](char c) { return static_cast<uint8_t>(c <= '9' ? c - '0' : c - 'a' + 10); };
+  for (size_t i = 0; i + 1 < hex.size(); i += 2) p[i / 2] = static_cast<uint8_t>(nib(hex[i]) << 4 | nib(hex[i + 1]));
+  auto gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_state(t);
+}
+
+// Test-only hooks, read from the environment: LMTRAIN_TEST_NAN_STEP=N poisons the loss of step N (1-based)
+// to exercise the non-finite guard; LMTRAIN_TEST_STEP_DELAY_MS=D sleeps D ms after each step so a test can
+// deliver a signal mid-run.
+int64_t test_hook(const char* name, int64_t fallback) {
+  const char* v = std::getenv(name);
+  return v ? std::atoll(v) : fallback;
 }
 
 }  // namespace
@@ -73,23 +113,30 @@ void prepare_run_data(const TrainJob& job) {
 }
 
 TrainResult run_training(const TrainJob& job) {
-  // A new run never silently replaces an earlier run's checkpoints.
-  if (auto old = checkpoint::list_checkpoints(job.run_dir); !old.empty()) {
+  const fs::path resume_from = select_resume_checkpoint(job.run_dir, job.resume);
+  if (!resume_from.empty()) {
+    preflight_resume(job, resume_from);  // before any tensor is loaded
+  } else if (auto old = checkpoint::list_checkpoints(job.run_dir); !old.empty()) {
+    // A new run never silently replaces an earlier run's checkpoints.
     if (!job.overwrite) {
       throw ConfigError("[train] run.dir '" + job.run_dir.string() + "' already holds " + std::to_string(old.size()) +
                         " checkpoint(s), newest " + old.back().filename().string() +
-                        ": expected a new or empty run directory. Hint: choose another run.dir, or pass "
-                        "--overwrite to delete them.");
+                        ": expected a new or empty run directory. Hint: --resume auto continues it, --overwrite "
+                        "deletes it, or choose another run.dir.");
     }
     for (auto& dir : old) fs::remove_all(dir);
+    fs::remove_all(job.run_dir / "best");
     fs::remove(job.run_dir / "latest");
     spdlog::warn("--overwrite: deleted {} checkpoint(s) of an earlier run in {}", old.size(), job.run_dir.string());
   }
   util::set_compute_threads(job.threads);
+  util::install_stop_handlers();
   prepare_run_data(job);
   RunPaths paths(job.run_dir);
   tokenizer::Tokenizer tok(paths.tokenizer);
   data::TokenFile train_file(paths.train_bin), val_file(paths.val_bin);
+  checkpoint::DataIdentity identity{tok.sha256(), train_file.info().source_sha256, val_file.info().source_sha256,
+                                    train_file.size(), val_file.size()};
   util::atomic_write_file(job.run_dir / "config.yaml", job.config_yaml);
 
   model::GptConfig arch = job.model;
@@ -99,84 +146,152 @@ TrainResult run_training(const TrainJob& job) {
   model->train();
   DecayGroups groups = split_decay_groups(*model);
   auto opt = make_adamw(groups, job.train);
+  checkpoint::TrainerState state;
+  if (!resume_from.empty()) {
+    state = checkpoint::read_trainer_state(resume_from);
+    check_data_identity(state.data, identity);
+    checkpoint::load_weights(*model, resume_from / "model.pt");
+    checkpoint::load_optimizer(*opt, *model, resume_from);
+    set_rng_state_hex(state.torch_rng_state);
+    spdlog::info("resumed from {} at step {} ({} tokens seen)", resume_from.string(), state.step, state.tokens_seen);
+  }
+  state.data = identity;
   log_model_summary(*model, groups, job);
   spdlog::info("data: train {} tokens, val {} tokens", train_file.size(), val_file.size());
 
   data::Batcher batcher(train_file, job.train.batch_size, arch.max_seq_len, job.seed);
+  batcher.set_cursor(state.data_cursor);
   std::vector<torch::Tensor> params = groups.decay;
   params.insert(params.end(), groups.no_decay.begin(), groups.no_decay.end());
   const double clip = job.train.grad_clip > 0 ? job.train.grad_clip : std::numeric_limits<double>::infinity();
+  MetricsLog metrics(job.run_dir / "metrics.jsonl", state.step);
+  ProgressLine progress;
+  fs::path last_ckpt = resume_from;
 
-  checkpoint::TrainerState state;
-  auto save = [&](int64_t step) {
-    checkpoint::SaveRequest req{model.get(), opt.get(), state, job.config_yaml, paths.tokenizer};
-    auto dir = checkpoint::save_checkpoint(job.run_dir, checkpoint::step_name(step), req);
-    checkpoint::prune_checkpoints(job.run_dir, job.checkpoint.keep_last);
+  auto save = [&](const std::string& name, bool update_latest) {
+    state.data_cursor = batcher.cursor();
+    state.torch_rng_state = rng_state_hex();
+    checkpoint::SaveRequest req{model.get(), opt.get(), state, job.config_yaml, paths.tokenizer, update_latest};
+    auto dir = checkpoint::save_checkpoint(job.run_dir, name, req);
+    progress.clear();
     spdlog::info("checkpoint: {}", dir.string());
     return dir;
   };
+  // Step checkpoints: an older one is pruned only after the new one is committed. A failed save is logged
+  // and training goes on with the previous checkpoint intact; only the final save's failure is fatal.
+  auto save_step = [&](bool final_save) {
+    try {
+      last_ckpt = save(checkpoint::step_name(state.step), true);
+      checkpoint::prune_checkpoints(job.run_dir, job.checkpoint.keep_last);
+    } catch (const SaveError& e) {
+      if (final_save) throw;
+      progress.clear();
+      spdlog::error("{} (previous checkpoint {} is intact; training continues)", e.what(),
+                    last_ckpt.empty() ? "none" : last_ckpt.string());
+    }
+  };
 
-  const int64_t tokens_per_step = job.train.batch_size * arch.max_seq_len;
+  const int64_t accum = job.train.grad_accum;
+  const int64_t tokens_per_step = job.train.batch_size * accum * arch.max_seq_len;
+  const int64_t nan_step = test_hook("LMTRAIN_TEST_NAN_STEP", -1);
+  const int64_t step_delay_ms = test_hook("LMTRAIN_TEST_STEP_DELAY_MS", 0);
   auto window_start = Clock::now();
+  auto run_start = Clock::now();
+  const int64_t first_step = state.step;
   int64_t window_steps = 0;
   double loss_sum = 0.0;
-  fs::path last_ckpt;
-  for (int64_t step = 0; step < job.train.max_steps; ++step) {
-    const double lr = lr_at(step, job.train);
+  bool early_stopped = false;
+  while (state.step < job.train.max_steps) {
+    const double lr = lr_at(state.step, job.train);
     set_lr(*opt, lr);
-    auto batch = batcher.next();
-    auto loss = model->loss(batch.x, batch.y);                   // () mean nats/token
-    opt->zero_grad();
-    loss.backward();
+    const double step_loss = accumulate_gradients(*model, batcher, accum, state.step + 1 == nan_step);
     const double gnorm = torch::nn::utils::clip_grad_norm_(params, clip);
-    const double loss_v = loss.item<double>();
-    if (!std::isfinite(loss_v) || !std::isfinite(gnorm)) {
-      throw NonFiniteError("[train] non-finite value at step " + std::to_string(step + 1) + ": loss " +
-                           std::to_string(loss_v) + ", grad norm " + std::to_string(gnorm) +
-                           "; no update was made. Last checkpoint: " +
-                           (last_ckpt.empty() ? std::string("none") : last_ckpt.string()) +
-                           ". Hint: lower train.lr or enable train.grad_clip.");
+    if (!std::isfinite(step_loss) || !std::isfinite(gnorm)) {
+      const std::string what = "[train] non-finite value at step " + std::to_string(state.step + 1) + ": loss " +
+                                std::to_string(step_loss) + ", grad norm " + std::to_string(gnorm) +
+                                "; no update was made. Last valid checkpoint: " +
+                                (last_ckpt.empty() ? std::string("none") : last_ckpt.string());
+      if (job.train.on_nonfinite == NonFinitePolicy::kStop || state.consecutive_skips >= job.train.max_skips) {
+        throw NonFiniteError(what + ". Hint: lower train.lr, or resume from that checkpoint.");
+      }
+      ++state.consecutive_skips;
+      progress.clear();
+      spdlog::warn("{}; skipped ({} of at most {} in a row)", what, state.consecutive_skips, job.train.max_skips);
+      opt->zero_grad();
+    } else {
+      opt->step();
+      state.consecutive_skips = 0;
     }
-    opt->step();
-    state.step = step + 1;
+    if (step_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(step_delay_ms));
+    state.step += 1;
     state.tokens_seen += tokens_per_step;
     state.data_cursor = batcher.cursor();
-    loss_sum += loss_v;
+    loss_sum += step_loss;
     ++window_steps;
+    const double secs_per_step = seconds_since(run_start) / static_cast<double>(state.step - first_step);
+    progress.update(state.step, job.train.max_steps, step_loss, lr,
+                    static_cast<double>(tokens_per_step) / std::max(secs_per_step, 1e-9), secs_per_step);
 
-    if (state.step % job.train.log_every == 0 || state.step == job.train.max_steps) {
+    const bool last = state.step == job.train.max_steps;
+    if (state.step % job.train.log_every == 0 || last) {
       const double secs = seconds_since(window_start);
-      spdlog::info("step {}/{} | loss {:.4f} | lr {:.3e} | grad_norm {:.3f} | {:.0f} tok/s", state.step,
-                   job.train.max_steps, loss_sum / static_cast<double>(window_steps), lr, gnorm,
-                   static_cast<double>(window_steps * tokens_per_step) / std::max(secs, 1e-9));
+      const double tps = static_cast<double>(window_steps * tokens_per_step) / std::max(secs, 1e-9);
+      const double mean = loss_sum / static_cast<double>(window_steps);
+      progress.clear();
+      spdlog::info("step {}/{} | loss {:.9g} | lr {:.3e} | grad_norm {:.3f} | {:.0f} tok/s", state.step,
+                   job.train.max_steps, mean, lr, gnorm, tps);
+      metrics.train(state.step, mean, lr, gnorm, tps, state.tokens_seen);
       window_start = Clock::now();
       window_steps = 0;
       loss_sum = 0.0;
     }
-    const bool last = state.step == job.train.max_steps;
     if (!last && job.train.eval_every > 0 && state.step % job.train.eval_every == 0) {
       state.last_val_loss = evaluate(*model, val_file, job.train.batch_size, job.train.eval_batches);
-      if (!(state.best_val_loss <= state.last_val_loss)) state.best_val_loss = state.last_val_loss;
-      spdlog::info("eval step {} | val loss {:.4f} | val ppl {:.2f} ({} windows)", state.step, state.last_val_loss,
-                   std::exp(state.last_val_loss), job.train.eval_batches);
+      metrics.val(state.step, state.last_val_loss);
+      const bool improved = !(state.best_val_loss <= state.last_val_loss);
+      progress.clear();
+      spdlog::info("eval step {} | val loss {:.4f} | val ppl {:.2f} ({} batches){}", state.step, state.last_val_loss,
+                   std::exp(state.last_val_loss), job.train.eval_batches, improved ? " | best so far" : "");
+      if (improved) {
+        state.best_val_loss = state.last_val_loss;
+        state.evals_without_improvement = 0;
+        save("best", false);
+      } else if (++state.evals_without_improvement >= job.train.early_stopping_patience &&
+                 job.train.early_stopping_patience > 0) {
+        spdlog::info("early stopping: {} validations without improvement", state.evals_without_improvement);
+        early_stopped = true;
+      }
       window_start = Clock::now();
     }
-    if (!last && job.checkpoint.every > 0 && state.step % job.checkpoint.every == 0) {
-      last_ckpt = save(state.step);
+    if (early_stopped) break;
+    const bool ckpt_due = job.checkpoint.every > 0 && state.step % job.checkpoint.every == 0;
+    if (!last && ckpt_due) {
+      save_step(false);
       window_start = Clock::now();
+    }
+    if (const int sig = util::stop_signal(); sig != 0 && !last) {
+      if (!ckpt_due) save_step(true);
+      progress.clear();
+      throw Interrupted(static_cast<ExitCode>(util::exit_code_for_signal(sig)),
+                        "[train] stopped by " + std::string(sig == SIGTERM ? "SIGTERM" : "SIGINT") + " after step " +
+                            std::to_string(state.step) + "; saved " + last_ckpt.string() +
+                            ". Hint: continue with `lmtrain train ... --resume auto`.");
     }
   }
 
   TrainResult result;
   result.steps = state.step;
+  result.early_stopped = early_stopped;
   auto t0 = Clock::now();
   state.last_val_loss = evaluate(*model, val_file, job.train.batch_size, 0);
-  if (!(state.best_val_loss <= state.last_val_loss)) state.best_val_loss = state.last_val_loss;
   result.final_val_loss = state.last_val_loss;
+  metrics.val(state.step, state.last_val_loss);
+  progress.clear();
   spdlog::info("final validation over all {} windows of {}: loss {:.4f} nats/token, perplexity {:.2f} ({:.1f}s)",
                data::eval_window_count(val_file, arch.max_seq_len), paths.val_bin.string(), result.final_val_loss,
                std::exp(result.final_val_loss), seconds_since(t0));
-  result.checkpoint = save(state.step);
+  save_step(true);
+  result.checkpoint = last_ckpt;
   return result;
 }
 

@@ -25,10 +25,12 @@ struct TrainJob {
   checkpoint::CheckpointConfig checkpoint;
   std::string config_yaml;  ///< effective config, saved in the run dir and every checkpoint
   bool overwrite = false;   ///< replace checkpoints already in run_dir (otherwise that is an error)
+  std::string resume;       ///< "" = fresh, "auto" = newest valid checkpoint in run_dir, else a path
 };
 
 struct TrainResult {
   int64_t steps = 0;
+  bool early_stopped = false;
   double final_val_loss = 0.0;  ///< over the whole validation file, nats/token
   std::filesystem::path checkpoint;
 };
@@ -43,7 +45,8 @@ struct RunPaths {
 /// Makes the tokenizer and token files of a run when missing or stale (logged). Safe to call repeatedly.
 void prepare_run_data(const TrainJob& job);
 
-/// Runs the job to max_steps. Throws DataError, NonFiniteError, SaveError, ...
+/// Runs (or resumes) the job to max_steps or early stop. On SIGINT/SIGTERM it finishes the step, saves,
+/// and throws Interrupted. Throws DataError, CheckpointError, NonFiniteError, SaveError, ...
 TrainResult run_training(const TrainJob& job);
 
 }  // namespace lm::train

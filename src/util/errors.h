@@ -62,4 +62,10 @@ class SaveError : public Error {
   explicit SaveError(const std::string& m) : Error(ExitCode::kSave, m) {}
 };
 
+/// A run stopped by SIGINT/SIGTERM after saving (exit 130/143). Not a failure of the program.
+class Interrupted : public Error {
+ public:
+  Interrupted(ExitCode code, const std::string& m) : Error(code, m) {}
+};
+
 }  // namespace lm

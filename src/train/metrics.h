@@ -1,0 +1,45 @@
+// What a person watching a run sees: RUN/metrics.jsonl (one JSON record per logged step and per
+// validation) and, on a terminal, one live progress line (step/total, loss, lr, tokens/s, ETA).
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+namespace lm::train {
+
+/// Appends JSON Lines records: {"kind":"train","step","loss","lr","grad_norm","tokens_per_s","tokens_seen"}
+/// and {"kind":"val","step","loss","ppl"}. Losses are written with full double precision.
+class MetricsLog {
+ public:
+  /// Opens `path` for appending. When resuming at `resume_step` > 0, records after that step (from the
+  /// interrupted process) are dropped first, so the file reads as if the run had never stopped;
+  /// resume_step == 0 starts a new file.
+  MetricsLog(const std::filesystem::path& path, int64_t resume_step);
+  ~MetricsLog();
+  MetricsLog(const MetricsLog&) = delete;
+  MetricsLog& operator=(const MetricsLog&) = delete;
+
+  void train(int64_t step, double loss, double lr, double grad_norm, double tokens_per_s, int64_t tokens_seen);
+  void val(int64_t step, double loss);
+
+ private:
+  std::FILE* f_ = nullptr;
+};
+
+/// The live progress line; a no-op unless stderr is a terminal.
+class ProgressLine {
+ public:
+  ProgressLine();
+  /// Redraws "step s/total | loss | lr | tok/s | ETA". `secs_per_step` estimates the ETA.
+  void update(int64_t step, int64_t total, double loss, double lr, double tokens_per_s, double secs_per_step);
+  /// Erases the line so a log line can be printed cleanly.
+  void clear();
+
+ private:
+  bool tty_ = false;
+  bool shown_ = false;
+};
+
+}  // namespace lm::train

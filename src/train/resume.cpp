@@ -1,0 +1,82 @@
+#include "train/resume.h"
+
+#include <spdlog/spdlog.h>
+
+#include "train/trainer.h"
+#include "util/errors.h"
+#include "util/hash.h"
+
+namespace lm::train {
+namespace fs = std::filesystem;
+
+namespace {
+
+template <typename T>
+void compare(std::vector<std::string>& out, const std::string& key, const T& saved, const T& now) {
+  if (!(saved == now)) out.push_back(key + ": checkpoint " + saved + " vs config " + now);
+}
+
+std::string s(int64_t v) { return std::to_string(v); }
+std::string short_hash(const std::string& h) { return h.size() > 12 ? h.substr(0, 12) : (h.empty() ? "(none)" : h); }
+
+[[noreturn]] void refuse(const fs::path& ckpt, const std::vector<std::string>& problems) {
+  std::string msg = "[resume] " + ckpt.string() + " does not match this run:";
+  for (auto& p : problems) msg += " " + p + ";";
+  throw CheckpointError(msg + " Hint: resume with the original config, or start a new run.dir.");
+}
+
+}  // namespace
+
+fs::path select_resume_checkpoint(const fs::path& run_dir, const std::string& spec) {
+  if (spec.empty()) return {};
+  if (spec != "auto") {
+    fs::path dir = checkpoint::resolve_checkpoint(spec);
+    checkpoint::verify_checkpoint(dir);
+    return dir;
+  }
+  for (auto& n : checkpoint::remove_stale_temps(run_dir)) {
+    spdlog::warn("resume: removed unfinished save {}", (run_dir / n).string());
+  }
+  auto all = checkpoint::list_checkpoints(run_dir);
+  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+    try {
+      checkpoint::verify_checkpoint(*it);
+      return *it;
+    } catch (const CheckpointError& e) {
+      spdlog::warn("resume: skipping invalid checkpoint: {}", e.what());
+    }
+  }
+  spdlog::info("resume auto: no valid checkpoint in {}, starting fresh", run_dir.string());
+  return {};
+}
+
+void preflight_resume(const TrainJob& job, const fs::path& ckpt) {
+  const model::GptConfig a = checkpoint::read_arch(ckpt);
+  const model::GptConfig& b = job.model;
+  std::vector<std::string> p;
+  compare(p, "tokenizer.vocab_size", s(a.vocab_size), s(job.tokenizer.vocab_size));
+  compare(p, "model.d_model", s(a.d_model), s(b.d_model));
+  compare(p, "model.n_layers", s(a.n_layers), s(b.n_layers));
+  compare(p, "model.n_heads", s(a.n_heads), s(b.n_heads));
+  compare(p, "model.max_seq_len", s(a.max_seq_len), s(b.max_seq_len));
+  compare(p, "model.mlp_ratio", s(a.mlp_ratio), s(b.mlp_ratio));
+  compare(p, "model.positions", model::to_string(a.positions), model::to_string(b.positions));
+  compare(p, "model.tie_embeddings", std::string(a.tie_embeddings ? "true" : "false"),
+          std::string(b.tie_embeddings ? "true" : "false"));
+  compare(p, "model.embedding_scale", model::to_string(a.embedding_scale), model::to_string(b.embedding_scale));
+  const checkpoint::TrainerState st = checkpoint::read_trainer_state(ckpt);
+  auto text_hash = [](const fs::path& f) { return fs::is_regular_file(f) ? util::sha256_file(f) : std::string("(missing)"); };
+  compare(p, "data.train (sha256)", short_hash(st.data.train_source_sha256), short_hash(text_hash(job.train_text)));
+  compare(p, "data.val (sha256)", short_hash(st.data.val_source_sha256), short_hash(text_hash(job.val_text)));
+  if (!p.empty()) refuse(ckpt, p);
+}
+
+void check_data_identity(const checkpoint::DataIdentity& saved, const checkpoint::DataIdentity& now) {
+  std::vector<std::string> p;
+  compare(p, "tokenizer (sha256)", short_hash(saved.tokenizer_sha256), short_hash(now.tokenizer_sha256));
+  compare(p, "train.bin tokens", std::to_string(saved.train_tokens), std::to_string(now.train_tokens));
+  compare(p, "val.bin tokens", std::to_string(saved.val_tokens), std::to_string(now.val_tokens));
+  if (!p.empty()) refuse("checkpoint", p);
+}
+
+}  // namespace lm::train

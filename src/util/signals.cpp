@@ -1,0 +1,32 @@
+#include "util/signals.h"
+
+#include <unistd.h>
+
+#include <csignal>
+
+namespace lm::util {
+namespace {
+
+volatile std::sig_atomic_t g_stop = 0;
+
+extern "C" void on_stop_signal(int sig) {
+  if (g_stop == SIGINT && sig == SIGINT) _exit(130);  // second Ctrl-C: leave now
+  if (g_stop == 0) g_stop = sig;
+}
+
+}  // namespace
+
+void install_stop_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+int stop_signal() { return g_stop; }
+
+int exit_code_for_signal(int sig) { return sig == SIGTERM ? 143 : 130; }
+
+}  // namespace lm::util

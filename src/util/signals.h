@@ -1,0 +1,17 @@
+// Graceful stop on SIGINT/SIGTERM: the handlers only record the signal; the training loop polls it at
+// step boundaries, saves, and exits 130/143. A second SIGINT exits at once (no checkpoint is half-made
+// visible: unfinished saves are *.tmp-* directories, which are never checkpoints).
+#pragma once
+
+namespace lm::util {
+
+/// Installs the SIGINT/SIGTERM handlers (idempotent).
+void install_stop_handlers();
+
+/// The first stop signal received (SIGINT or SIGTERM), or 0 when none.
+int stop_signal();
+
+/// Exit code for a stop signal: 130 for SIGINT, 143 for SIGTERM.
+int exit_code_for_signal(int sig);
+
+}  // namespace lm::util
