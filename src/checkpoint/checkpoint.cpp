@@ -26,6 +26,8 @@ json state_to_json(const TrainerState& s) {
               {"best_val_loss", num(s.best_val_loss)},
               {"evals_without_improvement", s.evals_without_improvement},
               {"consecutive_skips", s.consecutive_skips},
+              {"log_window_loss_sum", s.log_window_loss_sum},
+              {"log_window_steps", s.log_window_steps},
               {"torch_rng_state", s.torch_rng_state},
               {"data",
                {{"tokenizer_sha256", s.data.tokenizer_sha256},
@@ -45,6 +47,8 @@ TrainerState state_from_json(const json& j) {
   s.best_val_loss = num("best_val_loss");
   s.evals_without_improvement = j.value("evals_without_improvement", int64_t{0});
   s.consecutive_skips = j.value("consecutive_skips", int64_t{0});
+  s.log_window_loss_sum = j.value("log_window_loss_sum", 0.0);
+  s.log_window_steps = j.value("log_window_steps", int64_t{0});
   s.torch_rng_state = j.value("torch_rng_state", std::string());
   if (j.contains("data")) {
     const auto& d = j.at("data");

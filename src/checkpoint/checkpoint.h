@@ -46,6 +46,8 @@ struct TrainerState {
   double best_val_loss = NAN;     ///< lowest validation loss so far (nats), NaN if none yet
   int64_t evals_without_improvement = 0;  ///< for train.early_stopping_patience
   int64_t consecutive_skips = 0;  ///< non-finite steps skipped in a row (on_nonfinite: skip)
+  double log_window_loss_sum = 0.0;  ///< losses of the steps since the last log line, so a resumed run
+  int64_t log_window_steps = 0;      ///< prints the same averages as one that never stopped
   std::string torch_rng_state;    ///< LibTorch CPU generator state, hex
   DataIdentity data;
 };

@@ -198,8 +198,7 @@ TrainResult run_training(const TrainJob& job) {
   auto window_start = Clock::now();
   auto run_start = Clock::now();
   const int64_t first_step = state.step;
-  int64_t window_steps = 0;
-  double loss_sum = 0.0;
+  int64_t window_steps = 0;  // for tokens/s of this process only
   bool early_stopped = false;
   while (state.step < job.train.max_steps) {
     const double lr = lr_at(state.step, job.train);
@@ -226,7 +225,8 @@ TrainResult run_training(const TrainJob& job) {
     state.step += 1;
     state.tokens_seen += tokens_per_step;
     state.data_cursor = batcher.cursor();
-    loss_sum += step_loss;
+    state.log_window_loss_sum += step_loss;
+    ++state.log_window_steps;
     ++window_steps;
     const double secs_per_step = seconds_since(run_start) / static_cast<double>(state.step - first_step);
     progress.update(state.step, job.train.max_steps, step_loss, lr,
@@ -236,14 +236,15 @@ TrainResult run_training(const TrainJob& job) {
     if (state.step % job.train.log_every == 0 || last) {
       const double secs = seconds_since(window_start);
       const double tps = static_cast<double>(window_steps * tokens_per_step) / std::max(secs, 1e-9);
-      const double mean = loss_sum / static_cast<double>(window_steps);
+      const double mean = state.log_window_loss_sum / static_cast<double>(state.log_window_steps);
       progress.clear();
       spdlog::info("step {}/{} | loss {:.9g} | lr {:.3e} | grad_norm {:.3f} | {:.0f} tok/s", state.step,
                    job.train.max_steps, mean, lr, gnorm, tps);
       metrics.train(state.step, mean, lr, gnorm, tps, state.tokens_seen);
       window_start = Clock::now();
       window_steps = 0;
-      loss_sum = 0.0;
+      state.log_window_loss_sum = 0.0;
+      state.log_window_steps = 0;
     }
     if (!last && job.train.eval_every > 0 && state.step % job.train.eval_every == 0) {
       state.last_val_loss = evaluate(*model, val_file, job.train.batch_size, job.train.eval_batches);
