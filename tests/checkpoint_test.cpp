@@ -11,16 +11,7 @@
 namespace lm::test {
 
 namespace {
-model::GptConfig tiny(bool tied = true) {
-  model::GptConfig c;
-  c.vocab_size = 128;
-  c.d_model = 16;
-  c.n_layers = 2;
-  c.n_heads = 2;
-  c.max_seq_len = 8;
-  c.tie_embeddings = tied;
-  return c;
-}
+model::GptConfig tiny(bool tied = true) { return tiny_config(128, tied); }
 
 fs::path save_tiny(const fs::path& run, model::Gpt& m, int64_t step) {
   train::TrainConfig tc;

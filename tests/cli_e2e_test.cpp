@@ -63,6 +63,14 @@ TEST(CliEndToEnd, TokenizerPrepareTrainCheckpointSample) {
   EXPECT_TRUE(fs::is_regular_file(dir / "run" / "config.yaml"));
   EXPECT_TRUE(fs::is_regular_file(dir / "run" / "train.bin"));
 
+  // metrics and the loss plot
+  EXPECT_NE(slurp(dir / "run" / "metrics.jsonl").find("\"kind\":\"val\""), std::string::npos);
+  r = run_lmtrain("plot " + (dir / "run").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(slurp(dir / "run" / "loss.png").substr(1, 3), "PNG");
+  r = run_lmtrain("plot " + (dir / "nowhere").string());
+  expect_clean_failure(r, 3, "no metrics");
+
   // a second run refuses to replace the first run's checkpoints unless told to
   r = run_lmtrain("train -c " + write_config(dir) + " --set train.max_steps=3 --set train.warmup_steps=0");
   EXPECT_EQ(r.exit_code, 2) << r.output;

@@ -4,21 +4,14 @@
 #include <cmath>
 
 #include "model/gpt.h"
+#include "test_util.h"
 #include "train/optimizer.h"
 
 namespace lm::test {
 
 namespace {
 model::GptConfig tiny(bool tied = true, model::Positions pos = model::Positions::kLearned) {
-  model::GptConfig c;
-  c.vocab_size = 64;
-  c.d_model = 16;
-  c.n_layers = 2;
-  c.n_heads = 2;
-  c.max_seq_len = 8;
-  c.positions = pos;
-  c.tie_embeddings = tied;
-  return c;
+  return tiny_config(64, tied, pos);
 }
 }  // namespace
 

@@ -157,14 +157,8 @@ TEST(Resume, GradAccumGivesTheSameGradientsAsOneLargeBatch) {
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 7 + i / 13) % 64);
   data::write_token_file(dir / "d.bin", ids, 64, std::string(64, '0'), std::string(64, '0'));
   data::TokenFile f(dir / "d.bin");
-  model::GptConfig c;
-  c.vocab_size = 64;
-  c.d_model = 16;
-  c.n_layers = 2;
-  c.n_heads = 2;
-  c.max_seq_len = 8;
   torch::manual_seed(8);
-  model::Gpt m(c);
+  model::Gpt m(tiny_config(64));
   data::Batcher big(f, 8, 8, 77), small(f, 4, 8, 77);
   const double l1 = train::accumulate_gradients(*m, big, 1);
   std::vector<torch::Tensor> g1;

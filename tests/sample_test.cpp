@@ -12,14 +12,8 @@ namespace lm::test {
 
 namespace {
 model::Gpt tiny_model() {
-  model::GptConfig c;
-  c.vocab_size = 128;
-  c.d_model = 16;
-  c.n_layers = 2;
-  c.n_heads = 2;
-  c.max_seq_len = 8;
   torch::manual_seed(20);
-  return model::Gpt(c);
+  return model::Gpt(tiny_config(128));
 }
 }  // namespace
 

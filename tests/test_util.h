@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <string>
 
+#include "model/gpt_config.h"
 #include "test_paths.h"
 #include "tokenizer/tokenizer.h"
 
@@ -35,6 +36,20 @@ class ScratchDir {
  private:
   fs::path path_;
 };
+
+/// The tiny architecture of the unit tests: V as given, C=16, L=2, H=2, T=8.
+inline model::GptConfig tiny_config(int64_t vocab = 64, bool tied = true,
+                                    model::Positions pos = model::Positions::kLearned) {
+  model::GptConfig c;
+  c.vocab_size = vocab;
+  c.d_model = 16;
+  c.n_layers = 2;
+  c.n_heads = 2;
+  c.max_seq_len = 8;
+  c.positions = pos;
+  c.tie_embeddings = tied;
+  return c;
+}
 
 inline fs::path data_file(const std::string& name) { return fs::path(LMTRAIN_TEST_DATA_DIR) / name; }
 

@@ -41,8 +41,8 @@ fs::path plot_run(const fs::path& run_dir, fs::path png) {
     throw DataError("[plot] no metrics: expected " + metrics.string() + ". Hint: give a run directory of `lmtrain train`.");
   }
   if (png.empty()) png = run_dir / "loss.png";
-  std::ostringstream train, val;
-  size_t n_train = 0, n_val = 0;
+  std::ostringstream train, val, full;
+  size_t n_train = 0, n_val = 0, n_full = 0;
   std::ifstream in(metrics);
   std::string line;
   while (std::getline(in, line)) {
@@ -52,8 +52,9 @@ fs::path plot_run(const fs::path& run_dir, fs::path png) {
         train << j.at("step").get<int64_t>() << " " << j.at("loss").get<double>() << " " << j.at("lr").get<double>() << "\n";
         ++n_train;
       } else if (j.at("kind") == "val") {
-        val << j.at("step").get<int64_t>() << " " << j.at("loss").get<double>() << "\n";
-        ++n_val;
+        const bool whole = j.value("full", false);
+        (whole ? full : val) << j.at("step").get<int64_t>() << " " << j.at("loss").get<double>() << "\n";
+        ++(whole ? n_full : n_val);
       }
     } catch (const nlohmann::json::exception&) {
       // a torn line from a killed run: skip it
@@ -71,6 +72,7 @@ fs::path plot_run(const fs::path& run_dir, fs::path png) {
   } cleanup{tmp};
   util::write_file_synced(tmp / "train.dat", train.str());
   util::write_file_synced(tmp / "val.dat", n_val ? val.str() : std::string("0 NaN\n"));
+  util::write_file_synced(tmp / "full.dat", n_full ? full.str() : std::string("0 NaN\n"));
   const fs::path out_tmp = tmp / "out.png";
   std::ostringstream gp;
   gp << "set terminal pngcairo size 1000,700 font 'Sans,10'\n"
@@ -78,7 +80,8 @@ fs::path plot_run(const fs::path& run_dir, fs::path png) {
      << "set multiplot layout 2,1 title " << quoted(run_dir.filename().empty() ? run_dir : run_dir.filename()) << "\n"
      << "set grid\nset xlabel 'step'\nset ylabel 'loss (nats/token)'\nset key top right\n"
      << "plot " << quoted(tmp / "train.dat") << " using 1:2 with lines lw 2 title 'train', "
-     << quoted(tmp / "val.dat") << " using 1:2 with linespoints pt 7 lw 2 title 'validation'\n"
+     << quoted(tmp / "val.dat") << " using 1:2 with linespoints pt 7 lw 2 title 'validation (eval_batches)', "
+     << quoted(tmp / "full.dat") << " using 1:2 with points pt 5 ps 1.5 title 'validation (whole val file)'\n"
      << "set ylabel 'learning rate'\nset format y '%.1e'\n"
      << "plot " << quoted(tmp / "train.dat") << " using 1:3 with lines lw 2 lc rgb '#808080' title 'lr'\n"
      << "unset multiplot\n";

@@ -50,8 +50,8 @@ void MetricsLog::train(int64_t step, double loss, double lr, double grad_norm, d
                     {"tokens_per_s", tokens_per_s}, {"tokens_seen", tokens_seen}});
 }
 
-void MetricsLog::val(int64_t step, double loss) {
-  write_record(f_, {{"kind", "val"}, {"step", step}, {"loss", loss}, {"ppl", std::exp(loss)}});
+void MetricsLog::val(int64_t step, double loss, bool full) {
+  write_record(f_, {{"kind", "val"}, {"step", step}, {"loss", loss}, {"ppl", std::exp(loss)}, {"full", full}});
 }
 
 ProgressLine::ProgressLine() : tty_(::isatty(STDERR_FILENO) == 1) {}

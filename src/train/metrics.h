@@ -10,7 +10,8 @@
 namespace lm::train {
 
 /// Appends JSON Lines records: {"kind":"train","step","loss","lr","grad_norm","tokens_per_s","tokens_seen"}
-/// and {"kind":"val","step","loss","ppl"}. Losses are written with full double precision.
+/// and {"kind":"val","step","loss","ppl","full"}, where full is true for the final validation over the whole
+/// val file and false for the periodic ones (train.eval_batches batches). Losses keep full double precision.
 class MetricsLog {
  public:
   /// Opens `path` for appending. When resuming at `resume_step` > 0, records after that step (from the
@@ -22,7 +23,7 @@ class MetricsLog {
   MetricsLog& operator=(const MetricsLog&) = delete;
 
   void train(int64_t step, double loss, double lr, double grad_norm, double tokens_per_s, int64_t tokens_seen);
-  void val(int64_t step, double loss);
+  void val(int64_t step, double loss, bool full);
 
  private:
   std::FILE* f_ = nullptr;

@@ -248,7 +248,7 @@ TrainResult run_training(const TrainJob& job) {
     }
     if (!last && job.train.eval_every > 0 && state.step % job.train.eval_every == 0) {
       state.last_val_loss = evaluate(*model, val_file, job.train.batch_size, job.train.eval_batches);
-      metrics.val(state.step, state.last_val_loss);
+      metrics.val(state.step, state.last_val_loss, /*full=*/false);
       const bool improved = !(state.best_val_loss <= state.last_val_loss);
       progress.clear();
       spdlog::info("eval step {} | val loss {:.4f} | val ppl {:.2f} ({} batches){}", state.step, state.last_val_loss,
@@ -286,7 +286,7 @@ TrainResult run_training(const TrainJob& job) {
   auto t0 = Clock::now();
   state.last_val_loss = evaluate(*model, val_file, job.train.batch_size, 0);
   result.final_val_loss = state.last_val_loss;
-  metrics.val(state.step, state.last_val_loss);
+  metrics.val(state.step, state.last_val_loss, /*full=*/true);
   progress.clear();
   spdlog::info("final validation over all {} windows of {}: loss {:.4f} nats/token, perplexity {:.2f} ({:.1f}s)",
                data::eval_window_count(val_file, arch.max_seq_len), paths.val_bin.string(), result.final_val_loss,
