@@ -139,6 +139,42 @@ TEST(Resume, InjectedNanStopsWithExit5AndNoLaterCheckpoint) {
   EXPECT_NE(r.output.find("skipped (1 of at most 3 in a row)"), std::string::npos) << r.output;
 }
 
+TEST(Resume, AFailedSaveKeepsThePreviousCheckpointAndOnlyTheFinalOneIsFatal) {
+  ScratchDir dir("savefail");
+  ::setenv("LMTRAIN_TEST_FAIL_SAVE", "step_00000008", 1);
+  auto r = run_lmtrain(config(dir, "run", 12));
+  ::unsetenv("LMTRAIN_TEST_FAIL_SAVE");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("No space left on device"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("training continues"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(dir / "run" / "step_00000008"));
+  EXPECT_EQ(run_lmtrain("ckpt verify " + (dir / "run" / "step_00000004").string()).exit_code, 0);
+  EXPECT_EQ(run_lmtrain("ckpt verify " + (dir / "run" / "step_00000012").string()).exit_code, 0);
+  for (auto& e : fs::directory_iterator(dir / "run")) {
+    EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << e.path();
+  }
+
+  ::setenv("LMTRAIN_TEST_FAIL_SAVE", "step_00000012", 1);
+  r = run_lmtrain(config(dir, "final", 12));
+  ::unsetenv("LMTRAIN_TEST_FAIL_SAVE");
+  EXPECT_EQ(r.exit_code, 6) << r.output;
+  EXPECT_EQ(slurp(dir / "final" / "latest"), "step_00000008\n");
+  EXPECT_EQ(run_lmtrain("ckpt verify " + (dir / "final").string()).exit_code, 0);
+}
+
+TEST(Resume, EarlyStoppingAfterPatienceValidationsWithoutImprovement) {
+  ScratchDir dir("early");
+  // lr 1e-12 cannot move float32 weights, so the second validation cannot improve on the first.
+  auto r = run_lmtrain(config(dir, "run", 40) +
+                       " --set train.lr=1e-12 --set train.min_lr=0 --set train.eval_every=2 "
+                       "--set train.early_stopping_patience=1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("early stopping: 1 validations without improvement"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("stopped early"), std::string::npos) << r.output;
+  EXPECT_TRUE(fs::exists(dir / "run" / "step_00000004" / "manifest.json"));
+  EXPECT_FALSE(fs::exists(dir / "run" / "step_00000006"));
+}
+
 TEST(Resume, RetentionKeepsKeepLastPlusBest) {
   ScratchDir dir("keep");
   auto r = run_lmtrain(config(dir, "run", 20) + " --set checkpoint.every=2 --set train.eval_every=2");

@@ -147,9 +147,15 @@ fs::path save_checkpoint(const fs::path& run_dir, const std::string& name, const
     files.emplace_back("arch.json", json(req.model->config()).dump(2) + "\n");
     files.emplace_back("tokenizer.model", util::read_file(req.tokenizer_model, "tokenizer model"));
     json manifest{{"format_version", kFormatVersion}, {"files", json::array()}};
-    // Test-only: LMTRAIN_TEST_SAVE_PAUSE_MS sleeps after each file so a test can kill -9 mid-save.
+    // Test-only hooks: LMTRAIN_TEST_SAVE_PAUSE_MS sleeps after each file so a test can kill -9 mid-save;
+    // LMTRAIN_TEST_FAIL_SAVE=NAME makes the save of checkpoint NAME fail after its first file, as a full
+    // disk would.
     const char* pause = std::getenv("LMTRAIN_TEST_SAVE_PAUSE_MS");
+    const char* fail = std::getenv("LMTRAIN_TEST_FAIL_SAVE");
     for (auto& [fname, bytes] : files) {
+      if (fail && name == fail && fname != files.front().first) {
+        throw SaveError("[checkpoint] writing " + (tmp / fname).string() + " failed: No space left on device (injected by LMTRAIN_TEST_FAIL_SAVE)");
+      }
       util::write_file_synced(tmp / fname, bytes);
       manifest["files"].push_back({{"name", fname}, {"bytes", bytes.size()}, {"sha256", util::sha256_hex(bytes)}});
       if (pause) std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(pause)));

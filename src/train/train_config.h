@@ -30,7 +30,8 @@ struct TrainConfig {
   int64_t eval_every = 250;     ///< steps between validations; 0 = only at the end
   int64_t eval_batches = 20;    ///< batches per periodic validation (the final one reads the whole val file)
   int64_t log_every = 10;       ///< steps between training log lines; >= 1
-  int64_t early_stopping_patience = 0;  ///< stop after this many validations without improvement; 0 = off
+  int64_t early_stopping_patience = 0;  ///< stop after this many validations without improvement (a drop
+                                        ///< of more than 1e-6 nats below the best); 0 = off
   NonFinitePolicy on_nonfinite = NonFinitePolicy::kStop;
   int64_t max_skips = 3;        ///< with on_nonfinite: skip, consecutive skipped steps allowed
 };

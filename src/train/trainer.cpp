@@ -249,7 +249,8 @@ TrainResult run_training(const TrainJob& job) {
     if (!last && job.train.eval_every > 0 && state.step % job.train.eval_every == 0) {
       state.last_val_loss = evaluate(*model, val_file, job.train.batch_size, job.train.eval_batches);
       metrics.val(state.step, state.last_val_loss, /*full=*/false);
-      const bool improved = !(state.best_val_loss <= state.last_val_loss);
+      // Improvement means lower by more than float32 round-off of a mean loss (1e-6 nats).
+      const bool improved = !(state.best_val_loss - 1e-6 <= state.last_val_loss);
       progress.clear();
       spdlog::info("eval step {} | val loss {:.4f} | val ppl {:.2f} ({} batches){}", state.step, state.last_val_loss,
                    std::exp(state.last_val_loss), job.train.eval_batches, improved ? " | best so far" : "");
