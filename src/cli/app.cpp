@@ -26,6 +26,7 @@ int run(int argc, char** argv) {
   add_sample_commands(app);
   add_checkpoint_commands(app);
   add_plot_commands(app);
+  add_inspect_commands(app);
   try {
     app.parse(argc, argv);
     return 0;

@@ -16,5 +16,6 @@ void add_train_commands(CLI::App& app);
 void add_sample_commands(CLI::App& app);
 void add_checkpoint_commands(CLI::App& app);
 void add_plot_commands(CLI::App& app);
+void add_inspect_commands(CLI::App& app);
 
 }  // namespace lm::cli

@@ -1,0 +1,118 @@
+#include "inspect/drift.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "data/token_file.h"
+#include "util/errors.h"
+
+namespace lm::inspect {
+namespace {
+
+Stats summarize(std::vector<double> v) {
+  Stats s;
+  if (v.empty()) return s;
+  std::sort(v.begin(), v.end());
+  double sum = 0;
+  for (double x : v) sum += x;
+  auto pct = [&](double q) { return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5)]; };
+  s.mean = sum / static_cast<double>(v.size());
+  s.p50 = pct(0.5);
+  s.p95 = pct(0.95);
+  s.max = v.back();
+  return s;
+}
+
+nlohmann::json stats_json(const Stats& s) { return {{"mean", s.mean}, {"p50", s.p50}, {"p95", s.p95}, {"max", s.max}}; }
+
+}  // namespace
+
+DriftReport drift_report(const std::string& tensor, const torch::Tensor& before, const torch::Tensor& after,
+                         const std::vector<int64_t>& counts, const tokenizer::Tokenizer& tok, int top_k) {
+  if (before.sizes() != after.sizes() || before.dim() != 2) {
+    throw CheckpointError("[drift] " + tensor + ": expected two (V,C) tables of the same shape");
+  }
+  const int64_t V = before.size(0);
+  if (!counts.empty() && static_cast<int64_t>(counts.size()) != V) {
+    throw DataError("[drift] token counts: expected " + std::to_string(V) + " entries, got " + std::to_string(counts.size()));
+  }
+  auto b = before.detach().to(torch::kFloat64), a = after.detach().to(torch::kFloat64);  // (V,C)
+  auto l2 = (a - b).norm(2, {1});                                                         // (V)
+  auto cos = torch::cosine_similarity(a, b, 1, 1e-12);                                    // (V)
+  auto l2c = l2.contiguous(), cosc = cos.contiguous();
+  const double* pl2 = l2c.data_ptr<double>();
+  const double* pcos = cosc.data_ptr<double>();
+  DriftReport r;
+  r.tensor = tensor;
+  r.rows = V;
+  std::vector<double> all_l2(pl2, pl2 + V), all_cos(static_cast<size_t>(V)), unseen;
+  for (int64_t i = 0; i < V; ++i) {
+    all_cos[i] = 1.0 - pcos[i];
+    if (!counts.empty() && counts[i] == 0) unseen.push_back(pl2[i]);
+  }
+  r.l2 = summarize(all_l2);
+  r.cos_drift = summarize(all_cos);
+  r.unseen_rows = static_cast<int64_t>(unseen.size());
+  r.unseen_l2 = summarize(unseen);
+  std::vector<int64_t> order(static_cast<size_t>(V));
+  for (int64_t i = 0; i < V; ++i) order[i] = i;
+  const int64_t k = std::min<int64_t>(top_k, V);
+  std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                    [&](int64_t x, int64_t y) { return pl2[x] > pl2[y] || (pl2[x] == pl2[y] && x < y); });
+  for (int64_t i = 0; i < k; ++i) {
+    const auto id = static_cast<int32_t>(order[i]);
+    r.top.push_back({id, tok.piece(id), pl2[id], all_cos[id], counts.empty() ? -1 : counts[id]});
+  }
+  return r;
+}
+
+std::vector<int64_t> token_counts(const std::string& token_file, int64_t vocab_size) {
+  data::TokenFile f(token_file);
+  std::vector<int64_t> counts(static_cast<size_t>(vocab_size), 0);
+  for (uint64_t i = 0; i < f.size(); ++i) {
+    const int64_t id = f.at(i);
+    if (id < vocab_size) ++counts[static_cast<size_t>(id)];
+  }
+  return counts;
+}
+
+std::string format_drift(const DriftReport& r) {
+  char buf[512];
+  std::string out = "drift of " + r.tensor + " (" + std::to_string(r.rows) + " rows)\n";
+  std::snprintf(buf, sizeof buf, "  %-22s %10s %10s %10s %10s\n", "", "mean", "p50", "p95", "max");
+  out += buf;
+  auto line = [&](const char* name, const Stats& s) {
+    std::snprintf(buf, sizeof buf, "  %-22s %10.6f %10.6f %10.6f %10.6f\n", name, s.mean, s.p50, s.p95, s.max);
+    out += buf;
+  };
+  line("L2", r.l2);
+  line("cosine (1 - cos)", r.cos_drift);
+  if (r.unseen_rows > 0) {
+    std::snprintf(buf, sizeof buf, "unseen-row L2 (%lld)", static_cast<long long>(r.unseen_rows));
+    line(buf, r.unseen_l2);
+  }
+  out += "  most moved:\n";
+  std::snprintf(buf, sizeof buf, "  %5s  %-20s %7s %10s %10s %8s\n", "rank", "piece", "id", "L2", "1-cos", "count");
+  out += buf;
+  for (size_t i = 0; i < r.top.size(); ++i) {
+    const auto& m = r.top[i];
+    std::snprintf(buf, sizeof buf, "  %5zu  %-20s %7d %10.6f %10.6f %8lld\n", i + 1, m.piece.c_str(), m.id, m.l2,
+                  m.cos_drift, static_cast<long long>(m.count));
+    out += buf;
+  }
+  return out;
+}
+
+nlohmann::json to_json(const DriftReport& r) {
+  nlohmann::json top = nlohmann::json::array();
+  for (const auto& m : r.top) {
+    top.push_back({{"id", m.id}, {"piece", m.piece}, {"l2", m.l2}, {"cos_drift", m.cos_drift}, {"count", m.count}});
+  }
+  return {{"tensor", r.tensor},       {"rows", r.rows},
+          {"l2", stats_json(r.l2)},   {"cos_drift", stats_json(r.cos_drift)},
+          {"top", top},               {"unseen_rows", r.unseen_rows},
+          {"unseen_l2", stats_json(r.unseen_l2)}};
+}
+
+}  // namespace lm::inspect
