@@ -27,6 +27,7 @@ int run(int argc, char** argv) {
   add_checkpoint_commands(app);
   add_plot_commands(app);
   add_inspect_commands(app);
+  add_finetune_commands(app);
   try {
     app.parse(argc, argv);
     return 0;

@@ -4,6 +4,11 @@
 
 #include <CLI/CLI.hpp>
 
+#include <string>
+
+#include "config/config.h"
+#include "train/trainer.h"
+
 namespace lm::cli {
 
 /// Parses argv, runs the chosen subcommand, returns the process exit code.
@@ -17,5 +22,10 @@ void add_sample_commands(CLI::App& app);
 void add_checkpoint_commands(CLI::App& app);
 void add_plot_commands(CLI::App& app);
 void add_inspect_commands(CLI::App& app);
+void add_finetune_commands(CLI::App& app);
+
+/// The TrainJob of a config (cmd_train.cpp); `resume` is resolved, warning about changed settings.
+train::TrainJob make_train_job(const config::RunConfig& cfg, const std::string& yaml, bool overwrite,
+                               const std::string& resume);
 
 }  // namespace lm::cli

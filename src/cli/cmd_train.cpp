@@ -13,6 +13,37 @@
 namespace lm::cli {
 namespace fs = std::filesystem;
 
+train::TrainJob make_train_job(const config::RunConfig& cfg, const std::string& yaml, bool overwrite,
+                               const std::string& resume) {
+  train::TrainJob job;
+  job.run_dir = cfg.run.dir;
+  job.seed = cfg.run.seed;
+  job.threads = cfg.run.threads;
+  job.train_text = cfg.data.train;
+  job.val_text = cfg.data.val;
+  job.tokenizer = cfg.tokenizer;
+  job.model = cfg.model;
+  job.train = cfg.train;
+  job.checkpoint = cfg.checkpoint;
+  job.config_yaml = yaml;
+  job.overwrite = overwrite;
+  if (!resume.empty()) {
+    // Resolve here so a changed non-architectural setting can be reported against the checkpoint's config.
+    fs::path from = train::select_resume_checkpoint(cfg.run.dir, resume);
+    job.resume = from.string();
+    if (!from.empty()) {
+      auto saved = config::parse_config(util::read_file(from / "config.yaml", "checkpoint config"),
+                                        (from / "config.yaml").string(), {});
+      for (auto& [key, was, now] : config::diff_configs(saved, cfg)) {
+        const bool checked_later = key.rfind("model.", 0) == 0 || key.rfind("tokenizer.", 0) == 0 ||
+                                   key.rfind("data.", 0) == 0;
+        if (!checked_later) spdlog::warn("resume: {} changed: checkpoint {} -> now {}", key, was, now);
+      }
+    }
+  }
+  return job;
+}
+
 void add_train_commands(CLI::App& app) {
   struct Opts {
     std::string config;
@@ -41,32 +72,7 @@ void add_train_commands(CLI::App& app) {
       std::cout << yaml;
       return;
     }
-    train::TrainJob job;
-    job.run_dir = cfg.run.dir;
-    job.seed = cfg.run.seed;
-    job.threads = cfg.run.threads;
-    job.train_text = cfg.data.train;
-    job.val_text = cfg.data.val;
-    job.tokenizer = cfg.tokenizer;
-    job.model = cfg.model;
-    job.train = cfg.train;
-    job.checkpoint = cfg.checkpoint;
-    job.config_yaml = yaml;
-    job.overwrite = o->overwrite;
-    if (!o->resume.empty()) {
-      // Resolve here so a changed non-architectural setting can be reported against the checkpoint's config.
-      fs::path from = train::select_resume_checkpoint(cfg.run.dir, o->resume);
-      job.resume = from.string();
-      if (!from.empty()) {
-        auto saved = config::parse_config(util::read_file(from / "config.yaml", "checkpoint config"),
-                                          (from / "config.yaml").string(), {});
-        for (auto& [key, was, now] : config::diff_configs(saved, cfg)) {
-          const bool checked_later = key.rfind("model.", 0) == 0 || key.rfind("tokenizer.", 0) == 0 ||
-                                     key.rfind("data.", 0) == 0;
-          if (!checked_later) spdlog::warn("resume: {} changed: checkpoint {} -> now {}", key, was, now);
-        }
-      }
-    }
+    train::TrainJob job = make_train_job(cfg, yaml, o->overwrite, o->resume);
     spdlog::info("run dir {}, config {}", cfg.run.dir, o->config.empty() ? "(defaults)" : o->config);
     auto result = train::run_training(job);
     if (result.early_stopped) std::cout << "stopped early (train.early_stopping_patience)\n";

@@ -96,6 +96,34 @@ Field text(std::string key, std::string help, std::function<std::string&(RunConf
   return f;
 }
 
+// List of strings (YAML sequence; --set key=[a,b]).
+Field text_list(std::string key, std::string help, std::function<std::vector<std::string>&(RunConfig&)> ref) {
+  Field f;
+  f.key = key;
+  f.help = std::move(help);
+  f.set = [key, ref](RunConfig& c, const YAML::Node& n, const std::string& where, std::vector<std::string>& errs) {
+    if (!n.IsSequence()) {
+      errs.push_back(key + where + ": expected a list of strings, e.g. [blocks.0., ln_f.]");
+      return;
+    }
+    std::vector<std::string> v;
+    for (const auto& item : n) {
+      if (!item.IsScalar()) {
+        errs.push_back(key + where + ": expected a list of strings, got a nested item");
+        return;
+      }
+      v.push_back(item.Scalar());
+    }
+    ref(c) = v;
+  };
+  f.emit = [ref](const RunConfig& c, YAML::Emitter& e) {
+    e << YAML::Flow << YAML::BeginSeq;
+    for (const auto& s : ref(const_cast<RunConfig&>(c))) e << s;
+    e << YAML::EndSeq;
+  };
+  return f;
+}
+
 // String field that becomes an enum: `parse` throws ConfigError for unknown spellings.
 template <typename E>
 Field choice(std::string key, std::string help, std::function<E&(RunConfig&)> ref, E (*parse)(std::string_view),
@@ -155,6 +183,13 @@ const std::vector<Field>& fields() {
       scalar<I>("train.early_stopping_patience", "validations without improvement before stopping (0 = off)", [](RunConfig& c) -> I& { return c.train.early_stopping_patience; }, 0),
       choice<train::NonFinitePolicy>("train.on_nonfinite", "stop | skip a step whose loss or grad norm is NaN/Inf", [](RunConfig& c) -> train::NonFinitePolicy& { return c.train.on_nonfinite; }, train::parse_nonfinite_policy, train::to_string),
       scalar<I>("train.max_skips", "consecutive skipped steps allowed with on_nonfinite: skip", [](RunConfig& c) -> I& { return c.train.max_skips; }, 0),
+      text("finetune.from", "starting checkpoint of `lmtrain finetune` (set by --from)", [](RunConfig& c) -> std::string& { return c.finetune.from; }),
+      scalar<bool>("finetune.freeze_embeddings", "freeze the token table (tied head: the output projection too)", [](RunConfig& c) -> bool& { return c.finetune.freeze_embeddings; }),
+      scalar<bool>("finetune.freeze_positions", "freeze learned positions", [](RunConfig& c) -> bool& { return c.finetune.freeze_positions; }),
+      text_list("finetune.freeze", "further parameter-name prefixes to freeze", [](RunConfig& c) -> std::vector<std::string>& { return c.finetune.freeze; }),
+      text("finetune.original_val", "original corpus val text for the forgetting report (\"\" = the checkpoint's data.val)", [](RunConfig& c) -> std::string& { return c.finetune.original_val; }),
+      scalar<I>("finetune.drift_every", "steps between drift reports (0 = end only)", [](RunConfig& c) -> I& { return c.finetune.drift_every; }, 0),
+      scalar<I>("finetune.drift_top_k", "most-moved pieces listed", [](RunConfig& c) -> I& { return c.finetune.drift_top_k; }, 0, 10000),
       scalar<I>("checkpoint.every", "steps between checkpoints (0 = final only)", [](RunConfig& c) -> I& { return c.checkpoint.every; }, 0),
       scalar<I>("checkpoint.keep_last", "step checkpoints kept on disk (plus `best`)", [](RunConfig& c) -> I& { return c.checkpoint.keep_last; }, 2),
   };
@@ -228,6 +263,7 @@ void apply_yaml(RunConfig& cfg, const YAML::Node& root, const std::string& origi
         continue;
       }
       f->set(cfg, kv.second, at(kv.second.Mark(), origin), errs);
+      cfg.explicit_keys.insert(key);
     }
   }
 }
@@ -253,6 +289,7 @@ void apply_overrides(RunConfig& cfg, const std::vector<std::string>& overrides, 
     }
     if (!n.IsDefined() || n.IsNull()) n = YAML::Node(o.substr(eq + 1));
     f->set(cfg, n, " (--set)", errs);
+    cfg.explicit_keys.insert(key);
   }
 }
 

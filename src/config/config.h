@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "checkpoint/checkpoint_config.h"
 #include "model/gpt_config.h"
 #include "tokenizer/tokenizer.h"
+#include "train/finetune_config.h"
 #include "train/train_config.h"
 
 namespace lm::config {
@@ -37,6 +39,8 @@ struct RunConfig {
   model::GptConfig model;  ///< vocab_size is taken from the tokenizer, not from YAML
   train::TrainConfig train;
   checkpoint::CheckpointConfig checkpoint;
+  train::FinetuneConfig finetune;  ///< used by `lmtrain finetune`
+  std::set<std::string> explicit_keys;  ///< keys set by the YAML file or --set (not defaults)
 };
 
 /// Loads defaults < `yaml_path` (may be empty) < `overrides` ("section.key=value"). Throws ConfigError

@@ -48,7 +48,7 @@ DriftReport drift_report(const std::string& tensor, const torch::Tensor& before,
   r.rows = V;
   std::vector<double> all_l2(pl2, pl2 + V), all_cos(static_cast<size_t>(V)), unseen;
   for (int64_t i = 0; i < V; ++i) {
-    all_cos[i] = 1.0 - pcos[i];
+    all_cos[i] = std::max(0.0, 1.0 - pcos[i]);  // cos can exceed 1 by rounding
     if (!counts.empty() && counts[i] == 0) unseen.push_back(pl2[i]);
   }
   r.l2 = summarize(all_l2);
@@ -89,8 +89,8 @@ std::string format_drift(const DriftReport& r) {
   line("L2", r.l2);
   line("cosine (1 - cos)", r.cos_drift);
   if (r.unseen_rows > 0) {
-    std::snprintf(buf, sizeof buf, "unseen-row L2 (%lld)", static_cast<long long>(r.unseen_rows));
-    line(buf, r.unseen_l2);
+    const std::string label = "unseen rows L2 (" + std::to_string(r.unseen_rows) + ")";
+    line(label.c_str(), r.unseen_l2);
   }
   out += "  most moved:\n";
   std::snprintf(buf, sizeof buf, "  %5s  %-20s %7s %10s %10s %8s\n", "rank", "piece", "id", "L2", "1-cos", "count");

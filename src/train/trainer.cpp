@@ -3,6 +3,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -14,6 +15,7 @@
 #include "data/prepare.h"
 #include "model/gpt.h"
 #include "train/evaluate.h"
+#include "train/finetune.h"
 #include "train/lr_schedule.h"
 #include "train/metrics.h"
 #include "train/optimizer.h"
@@ -21,6 +23,7 @@
 #include "train/step.h"
 #include "util/errors.h"
 #include "util/fs.h"
+#include "util/hash.h"
 #include "util/signals.h"
 #include "util/threads.h"
 
@@ -93,7 +96,14 @@ void prepare_run_data(const TrainJob& job) {
   RunPaths paths(job.run_dir);
   fs::create_directories(job.run_dir);
   auto t0 = Clock::now();
-  if (tokenizer::ensure_tokenizer(job.train_text, paths.tokenizer, job.tokenizer, job.threads)) {
+  if (!job.init_from.empty()) {
+    // Fine-tuning keeps the checkpoint's tokenizer: the token table rows mean those pieces.
+    const fs::path src = job.init_from / "tokenizer.model";
+    if (!fs::is_regular_file(paths.tokenizer) || util::sha256_file(paths.tokenizer) != util::sha256_file(src)) {
+      util::atomic_write_file(paths.tokenizer, util::read_file(src, "checkpoint tokenizer"));
+    }
+    spdlog::info("tokenizer: {} (from {})", paths.tokenizer.string(), job.init_from.string());
+  } else if (tokenizer::ensure_tokenizer(job.train_text, paths.tokenizer, job.tokenizer, job.threads)) {
     spdlog::info("tokenizer: trained {} {} pieces on {} in {:.1f}s -> {}", tokenizer::to_string(job.tokenizer.model_type),
                  job.tokenizer.vocab_size, job.train_text.string(), seconds_since(t0), paths.tokenizer.string());
   } else {
@@ -144,6 +154,23 @@ TrainResult run_training(const TrainJob& job) {
   torch::manual_seed(job.seed);
   model::Gpt model(arch);
   model->train();
+  if (!job.init_from.empty() && resume_from.empty()) {
+    checkpoint::load_weights(*model, job.init_from / "model.pt");
+    spdlog::info("fine-tuning from {}; optimizer state starts fresh, with this config's warmup and schedule",
+                 job.init_from.string());
+  }
+  const std::vector<std::string> frozen = apply_freeze(*model, job.freeze);
+  if (!frozen.empty()) {
+    int64_t n_frozen = 0, n_trainable = 0;
+    for (auto& [name, p] : model::named_weights(*model)) (p.requires_grad() ? n_trainable : n_frozen) += p.numel();
+    std::string names;
+    for (auto& n : frozen) names += (names.empty() ? "" : ", ") + n;
+    spdlog::info("frozen: {} parameters ({}); trainable: {} parameters", n_frozen, names, n_trainable);
+    if (arch.tie_embeddings && std::find(frozen.begin(), frozen.end(), "tok_emb.weight") != frozen.end()) {
+      spdlog::info("tied head: freezing tok_emb.weight also freezes the output projection (logits use the same matrix)");
+    }
+  }
+  const auto frozen_before = hash_parameters(*model, frozen);
   DecayGroups groups = split_decay_groups(*model);
   auto opt = make_adamw(groups, job.train);
   checkpoint::TrainerState state;
@@ -266,6 +293,10 @@ TrainResult run_training(const TrainJob& job) {
       window_start = Clock::now();
     }
     if (early_stopped) break;
+    if (job.on_report && job.report_every > 0 && state.step % job.report_every == 0 && !last) {
+      progress.clear();
+      job.on_report(*model, state.step, false);
+    }
     const bool ckpt_due = job.checkpoint.every > 0 && state.step % job.checkpoint.every == 0;
     if (!last && ckpt_due) {
       save_step(false);
@@ -294,6 +325,14 @@ TrainResult run_training(const TrainJob& job) {
                std::exp(result.final_val_loss), seconds_since(t0));
   save_step(true);
   result.checkpoint = last_ckpt;
+  if (!frozen.empty()) {
+    // Proof that freezing held: every frozen tensor hashes as it did before the first step.
+    if (hash_parameters(*model, frozen) != frozen_before) {
+      throw Error(ExitCode::kInternal, "[finetune] a frozen tensor changed during training");
+    }
+    spdlog::info("frozen tensors unchanged (SHA-256 before = after): {} tensor(s)", frozen.size());
+  }
+  if (job.on_report) job.on_report(*model, state.step, true);
   return result;
 }
 

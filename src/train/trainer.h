@@ -4,12 +4,18 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "checkpoint/checkpoint_config.h"
 #include "model/gpt_config.h"
 #include "tokenizer/tokenizer.h"
 #include "train/train_config.h"
+
+namespace lm::model {
+class GptImpl;
+}
 
 namespace lm::train {
 
@@ -26,6 +32,13 @@ struct TrainJob {
   std::string config_yaml;  ///< effective config, saved in the run dir and every checkpoint
   bool overwrite = false;   ///< replace checkpoints already in run_dir (otherwise that is an error)
   std::string resume;       ///< "" = fresh, "auto" = newest valid checkpoint in run_dir, else a path
+
+  // Fine-tuning (set by `lmtrain finetune`):
+  std::filesystem::path init_from;  ///< start from this checkpoint's weights and tokenizer (not trained anew)
+  std::vector<std::string> freeze;  ///< parameter-name prefixes frozen (requires_grad=false, no optimizer state)
+  /// Called every `report_every` steps (final=false) and after the final validation (final=true).
+  std::function<void(model::GptImpl& model, int64_t step, bool final)> on_report;
+  int64_t report_every = 0;
 };
 
 struct TrainResult {

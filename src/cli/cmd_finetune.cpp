@@ -1,0 +1,134 @@
+// `lmtrain finetune --from CKPT --config CFG`: continue a checkpoint on new text with chosen parameters
+// frozen, then show what moved (embedding drift) and what was forgotten (old vs new validation loss).
+#include <spdlog/spdlog.h>
+
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "checkpoint/checkpoint.h"
+#include "cli/app.h"
+#include "data/prepare.h"
+#include "inspect/drift.h"
+#include "train/evaluate.h"
+#include "train/finetune.h"
+#include "util/errors.h"
+#include "util/fs.h"
+
+namespace lm::cli {
+namespace fs = std::filesystem;
+
+namespace {
+
+// The checkpoint fixes the architecture and tokenizer: YAML/--set values that say otherwise are errors.
+void adopt_checkpoint(config::RunConfig& cfg, const fs::path& from) {
+  const model::GptConfig arch = checkpoint::read_arch(from);
+  const auto saved = config::parse_config(util::read_file(from / "config.yaml", "checkpoint config"),
+                                          (from / "config.yaml").string(), {});
+  config::RunConfig fixed = cfg;
+  fixed.model = arch;
+  fixed.tokenizer = saved.tokenizer;
+  std::vector<std::string> problems;
+  for (auto& [key, ckpt_value, cfg_value] : config::diff_configs(fixed, cfg)) {
+    const bool fixed_key = key.rfind("model.", 0) == 0 || key.rfind("tokenizer.", 0) == 0;
+    if (fixed_key && cfg.explicit_keys.count(key)) problems.push_back(key + ": checkpoint " + ckpt_value + " vs config " + cfg_value);
+  }
+  if (!problems.empty()) {
+    std::string msg = "[finetune] the config contradicts the architecture of " + from.string() + ":";
+    for (auto& p : problems) msg += " " + p + ";";
+    throw ConfigError(msg + " Hint: drop these keys; a fine-tune takes them from the checkpoint.");
+  }
+  cfg.model = arch;
+  cfg.tokenizer = saved.tokenizer;
+  cfg.finetune.from = from.string();
+  if (cfg.finetune.original_val.empty()) cfg.finetune.original_val = saved.data.val;
+}
+
+// End-of-run (and periodic) reports against the starting checkpoint.
+class Reporter {
+ public:
+  Reporter(const config::RunConfig& cfg, const fs::path& from)
+      : cfg_(cfg), run_dir_(cfg.run.dir), base_(checkpoint::load_checkpoint(from)), tok_(base_.tokenizer_model) {}
+
+  void operator()(model::GptImpl& model, int64_t step, bool final) {
+    if (counts_.empty()) counts_ = inspect::token_counts((run_dir_ / "train.bin").string(), model.config().vocab_size);
+    nlohmann::json drift = nlohmann::json::array();
+    auto report = [&](const std::string& name, const torch::Tensor& before, const torch::Tensor& after) {
+      auto r = inspect::drift_report(name, before, after, counts_, tok_, static_cast<int>(cfg_.finetune.drift_top_k));
+      std::cout << "step " << step << ": " << inspect::format_drift(r);
+      drift.push_back(inspect::to_json(r));
+    };
+    report("tok_emb.weight", base_.model->tok_emb->weight, model.tok_emb->weight);
+    if (!model.config().tie_embeddings) report("head.weight", base_.model->output_weight(), model.output_weight());
+    const fs::path json = run_dir_ / (final ? std::string("drift.json") : "drift_step_" + std::to_string(step) + ".json");
+    util::atomic_write_file(json, drift.dump(2) + "\n");
+    if (final) forgetting(model);
+  }
+
+ private:
+  void forgetting(model::GptImpl& model) {
+    tokenizer::Tokenizer tok(run_dir_ / "tokenizer.model");
+    const fs::path orig_bin = run_dir_ / "original_val.bin";
+    if (!data::token_file_is_current(cfg_.finetune.original_val, tok, orig_bin)) {
+      data::prepare_corpus(cfg_.finetune.original_val, tok, orig_bin);
+    }
+    data::TokenFile new_val(run_dir_ / "val.bin"), old_val(orig_bin);
+    const int64_t B = cfg_.train.batch_size;
+    const double new_before = train::evaluate(*base_.model, new_val, B, 0), new_after = train::evaluate(model, new_val, B, 0);
+    const double old_before = train::evaluate(*base_.model, old_val, B, 0), old_after = train::evaluate(model, old_val, B, 0);
+    std::printf("forgetting report (validation loss, nats/token, whole files)\n");
+    std::printf("  %-44s %9s %9s %9s\n", "", "before", "after", "change");
+    std::printf("  %-44s %9.4f %9.4f %+9.4f\n", ("new: " + cfg_.data.val).c_str(), new_before, new_after, new_after - new_before);
+    std::printf("  %-44s %9.4f %9.4f %+9.4f\n", ("original: " + cfg_.finetune.original_val).c_str(), old_before, old_after,
+                old_after - old_before);
+    std::fflush(stdout);
+    nlohmann::json j = {{"new", {{"val", cfg_.data.val}, {"before", new_before}, {"after", new_after}}},
+                        {"original", {{"val", cfg_.finetune.original_val}, {"before", old_before}, {"after", old_after}}}};
+    util::atomic_write_file(run_dir_ / "forgetting.json", j.dump(2) + "\n");
+  }
+
+  config::RunConfig cfg_;
+  fs::path run_dir_;
+  checkpoint::LoadedCheckpoint base_;
+  tokenizer::Tokenizer tok_;
+  std::vector<int64_t> counts_;
+};
+
+}  // namespace
+
+void add_finetune_commands(CLI::App& app) {
+  struct Opts {
+    std::string from, config, resume;
+    std::vector<std::string> overrides;
+    bool overwrite = false;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* ft = app.add_subcommand("finetune",
+                                "Fine-tune a checkpoint on new text (architecture and tokenizer from the checkpoint), "
+                                "optionally freezing embeddings; reports embedding drift and forgetting");
+  ft->add_option("--from", o->from, "starting checkpoint, or a run directory (its `latest`)")->required();
+  ft->add_option("-c,--config", o->config, "YAML config: data, train, finetune sections (see configs/finetune-*.yaml)");
+  ft->add_option("--set", o->overrides, "override a key: --set section.key=value (repeatable)")->take_all();
+  ft->add_option("--resume", o->resume, "continue an interrupted fine-tune exactly: auto | PATH");
+  ft->add_flag("--overwrite", o->overwrite, "delete checkpoints of an earlier run in run.dir instead of refusing");
+  ft->callback([o] {
+    config::RunConfig cfg = config::load_config(o->config, o->overrides);
+    const fs::path from = checkpoint::resolve_checkpoint(o->from);
+    checkpoint::verify_checkpoint(from);
+    adopt_checkpoint(cfg, from);
+    const std::string yaml = config::dump_config(cfg);
+    train::TrainJob job = make_train_job(cfg, yaml, o->overwrite, o->resume);
+    job.init_from = from;
+    job.freeze = train::freeze_prefixes(cfg.finetune);
+    auto reporter = std::make_shared<Reporter>(cfg, from);
+    job.on_report = [reporter](model::GptImpl& m, int64_t step, bool final) { (*reporter)(m, step, final); };
+    job.report_every = cfg.finetune.drift_every;
+    spdlog::info("fine-tune run dir {}, from {}", cfg.run.dir, from.string());
+    auto result = train::run_training(job);
+    std::cout << "final validation loss " << result.final_val_loss << " nats/token after " << result.steps
+              << " steps; checkpoint " << result.checkpoint.string() << "\n";
+  });
+}
+
+}  // namespace lm::cli

@@ -1,0 +1,105 @@
+// Fine-tuning through the real binary: frozen tensors bit-identical while others move, an untied head
+// training under a frozen token table, drift and forgetting reports, contradicting configs rejected.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "checkpoint/checkpoint.h"
+#include "test_util.h"
+
+namespace lm::test {
+
+namespace {
+
+// Pretrain 4 steps on tiny_en.txt; returns the run directory.
+fs::path pretrain(const ScratchDir& dir, bool tied) {
+  fs::path cfg = dir / "pre.yaml";
+  std::ofstream(cfg) << "run: {dir: " << (dir / "pre").string() << ", seed: 2}\n"
+                     << "data: {train: " << data_file("tiny_en.txt").string() << ", val: " << data_file("tiny_en_val.txt").string() << "}\n"
+                     << "tokenizer: {vocab_size: 128}\n"
+                     << "model: {d_model: 32, n_layers: 2, n_heads: 2, max_seq_len: 16, tie_embeddings: " << (tied ? "true" : "false") << "}\n"
+                     << "train: {batch_size: 4, max_steps: 4, warmup_steps: 1, eval_every: 0}\n";
+  auto r = run_lmtrain("train -c " + cfg.string());
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  return dir / "pre";
+}
+
+// Fine-tune on the validation text (new domain), original val = tiny_en_val too.
+RunResult finetune(const ScratchDir& dir, const fs::path& from, const std::string& extra) {
+  fs::path cfg = dir / "ft.yaml";
+  std::ofstream(cfg) << "run: {dir: " << (dir / "ft").string() << ", seed: 3}\n"
+                     << "data: {train: " << data_file("tiny_en_val.txt").string() << ", val: " << data_file("tiny_en_val.txt").string() << "}\n"
+                     << "train: {batch_size: 4, max_steps: 5, warmup_steps: 1, lr: 0.01, eval_every: 0}\n"
+                     << "finetune: {drift_top_k: 3}\n";
+  return run_lmtrain("finetune --from " + from.string() + " -c " + cfg.string() + " " + extra);
+}
+
+torch::Tensor weight(const checkpoint::LoadedCheckpoint& c, const std::string& name) {
+  for (auto& [n, t] : model::named_weights(*c.model)) {
+    if (n == name) return t;
+  }
+  ADD_FAILURE() << "no weight " << name;
+  return {};
+}
+
+}  // namespace
+
+TEST(Finetune, FrozenEmbeddingsStayBitIdenticalWhileTheRestMoves) {
+  ScratchDir dir("ft_frozen");
+  fs::path pre = pretrain(dir, true);
+  auto r = finetune(dir, pre, "--set finetune.freeze_embeddings=true");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("tied head: freezing tok_emb.weight also freezes the output projection"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("frozen tensors unchanged"), std::string::npos) << r.output;
+  auto a = checkpoint::load_checkpoint(pre), b = checkpoint::load_checkpoint(dir / "ft");
+  EXPECT_TRUE(torch::equal(weight(a, "tok_emb.weight"), weight(b, "tok_emb.weight")));
+  EXPECT_FALSE(torch::equal(weight(a, "blocks.0.attn.qkv.weight"), weight(b, "blocks.0.attn.qkv.weight")));
+  // drift report: zero for the frozen table; forgetting report: both validation sets
+  const std::string drift = slurp(dir / "ft" / "drift.json");
+  EXPECT_NE(drift.find("\"max\": 0.0"), std::string::npos) << drift;
+  EXPECT_NE(r.output.find("new: "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("original: "), std::string::npos) << r.output;
+  EXPECT_TRUE(fs::is_regular_file(dir / "ft" / "forgetting.json"));
+  EXPECT_TRUE(fs::is_regular_file(dir / "ft" / "original_val.bin"));
+}
+
+TEST(Finetune, AnUntiedHeadTrainsUnderAFrozenTokenTable) {
+  ScratchDir dir("ft_untied");
+  fs::path pre = pretrain(dir, false);
+  auto r = finetune(dir, pre, "--set finetune.freeze_embeddings=true");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto a = checkpoint::load_checkpoint(pre), b = checkpoint::load_checkpoint(dir / "ft");
+  EXPECT_TRUE(torch::equal(weight(a, "tok_emb.weight"), weight(b, "tok_emb.weight")));
+  EXPECT_FALSE(torch::equal(weight(a, "head.weight"), weight(b, "head.weight")));
+  EXPECT_NE(r.output.find("drift of head.weight"), std::string::npos) << r.output;
+}
+
+TEST(Finetune, UnfrozenEmbeddingsMoveAndDriftMatchesInspect) {
+  ScratchDir dir("ft_unfrozen");
+  fs::path pre = pretrain(dir, true);
+  auto r = finetune(dir, pre, "");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto a = checkpoint::load_checkpoint(pre), b = checkpoint::load_checkpoint(dir / "ft");
+  const double moved = (weight(a, "tok_emb.weight") - weight(b, "tok_emb.weight")).norm(2, {1}).max().item<double>();
+  EXPECT_GT(moved, 0.0);
+  auto ins = run_lmtrain("inspect drift --from " + pre.string() + " --to " + (dir / "ft").string() + " --tokens " +
+                         (dir / "ft" / "train.bin").string() + " -k 3");
+  ASSERT_EQ(ins.exit_code, 0) << ins.output;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%10.6f", moved);
+  EXPECT_NE(ins.output.find(buf), std::string::npos) << "max L2 " << buf << " missing: " << ins.output;
+  EXPECT_NE(ins.output.find("unseen rows"), std::string::npos) << ins.output;
+}
+
+TEST(Finetune, AConfigContradictingTheCheckpointIsRejected) {
+  ScratchDir dir("ft_bad");
+  fs::path pre = pretrain(dir, true);
+  auto r = finetune(dir, pre, "--set model.d_model=64");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("model.d_model: checkpoint 32 vs config 64"), std::string::npos) << r.output;
+  r = finetune(dir, pre, "--set finetune.freeze=[blocks.9.]");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("blocks.9."), std::string::npos) << r.output;
+}
+
+}  // namespace lm::test
