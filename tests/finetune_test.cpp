@@ -74,6 +74,33 @@ TEST(Finetune, AnUntiedHeadTrainsUnderAFrozenTokenTable) {
   EXPECT_NE(r.output.find("drift of head.weight"), std::string::npos) << r.output;
 }
 
+TEST(Finetune, UntieHeadLetsTheHeadTrainUnderAFrozenTiedTable) {
+  ScratchDir dir("ft_untie");
+  fs::path pre = pretrain(dir, true);
+  auto r = finetune(dir, pre, "--set finetune.freeze_embeddings=true --set finetune.untie_head=true");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto a = checkpoint::load_checkpoint(pre), b = checkpoint::load_checkpoint(dir / "ft");
+  EXPECT_FALSE(b.arch.tie_embeddings);
+  EXPECT_TRUE(torch::equal(weight(a, "tok_emb.weight"), weight(b, "tok_emb.weight")));
+  EXPECT_FALSE(torch::equal(weight(a, "tok_emb.weight"), weight(b, "head.weight")));
+  EXPECT_NE(r.output.find("drift of head.weight"), std::string::npos) << r.output;
+}
+
+TEST(Finetune, EmbeddingLrScaleSlowsTheTokenTable) {
+  ScratchDir dir("ft_scale");
+  fs::path pre = pretrain(dir, true);
+  auto full = finetune(dir, pre, "--set run.dir=" + (dir / "full").string());
+  auto slow = finetune(dir, pre, "--set run.dir=" + (dir / "slow").string() + " --set finetune.embedding_lr_scale=0.1");
+  ASSERT_EQ(full.exit_code, 0) << full.output;
+  ASSERT_EQ(slow.exit_code, 0) << slow.output;
+  EXPECT_NE(slow.output.find("embedding lr scale 0.1"), std::string::npos) << slow.output;
+  auto a = checkpoint::load_checkpoint(pre), f = checkpoint::load_checkpoint(dir / "full"), s = checkpoint::load_checkpoint(dir / "slow");
+  const double moved_full = (weight(f, "tok_emb.weight") - weight(a, "tok_emb.weight")).norm().item<double>();
+  const double moved_slow = (weight(s, "tok_emb.weight") - weight(a, "tok_emb.weight")).norm().item<double>();
+  EXPECT_GT(moved_slow, 0.0);
+  EXPECT_LT(moved_slow, 0.5 * moved_full) << moved_slow << " vs " << moved_full;
+}
+
 TEST(Finetune, UnfrozenEmbeddingsMoveAndDriftMatchesInspect) {
   ScratchDir dir("ft_unfrozen");
   fs::path pre = pretrain(dir, true);

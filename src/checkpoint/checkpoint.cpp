@@ -215,8 +215,11 @@ fs::path resolve_checkpoint(const fs::path& path) {
                         "': expected a checkpoint directory (with manifest.json) or a run directory with `latest`");
 }
 
-void load_weights(model::GptImpl& model, const fs::path& model_pt) {
+void load_weights(model::GptImpl& model, const fs::path& model_pt, bool head_from_tok_emb) {
   auto stored = read_dict(model_pt, "weights");
+  if (head_from_tok_emb && !stored.count("head.weight") && stored.count("tok_emb.weight")) {
+    stored["head.weight"] = stored["tok_emb.weight"].clone();
+  }
   auto expected = model::named_weights(model);
   // Check everything before copying anything: torch::load alone would silently take the file's shapes.
   for (auto& [name, t] : expected) {

@@ -87,8 +87,10 @@ struct LoadedCheckpoint {
 /// Verifies, rebuilds and loads. Throws CheckpointError on any mismatch (missing/extra name, shape).
 LoadedCheckpoint load_checkpoint(const fs::path& dir);
 
-/// Copies the weights in `model_pt` into `model`, checking every name and shape first.
-void load_weights(model::GptImpl& model, const fs::path& model_pt);
+/// Copies the weights in `model_pt` into `model`, checking every name and shape first. With
+/// `head_from_tok_emb`, a missing head.weight is taken from the stored tok_emb.weight (untying a tied
+/// checkpoint).
+void load_weights(model::GptImpl& model, const fs::path& model_pt, bool head_from_tok_emb = false);
 
 /// Loads optimizer.pt into `opt`, whose parameters are `model`'s (matched by name, shapes checked).
 /// Throws CheckpointError when absent, unreadable or mismatched.

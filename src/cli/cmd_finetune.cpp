@@ -117,10 +117,15 @@ void add_finetune_commands(CLI::App& app) {
     const fs::path from = checkpoint::resolve_checkpoint(o->from);
     checkpoint::verify_checkpoint(from);
     adopt_checkpoint(cfg, from);
+    if (cfg.finetune.untie_head && cfg.model.tie_embeddings) {
+      cfg.model.tie_embeddings = false;
+      spdlog::info("untie_head: head.weight starts as a copy of tok_emb.weight and trains on its own");
+    }
     const std::string yaml = config::dump_config(cfg);
     train::TrainJob job = make_train_job(cfg, yaml, o->overwrite, o->resume);
     job.init_from = from;
     job.freeze = train::freeze_prefixes(cfg.finetune);
+    job.embedding_lr_scale = cfg.finetune.embedding_lr_scale;
     auto reporter = std::make_shared<Reporter>(cfg, from);
     job.on_report = [reporter](model::GptImpl& m, int64_t step, bool final) { (*reporter)(m, step, final); };
     job.report_every = cfg.finetune.drift_every;

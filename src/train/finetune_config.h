@@ -13,6 +13,10 @@ struct FinetuneConfig {
   bool freeze_embeddings = false;    ///< freeze tok_emb.weight (with a tied head: the output projection too)
   bool freeze_positions = false;     ///< freeze pos_emb.weight (learned positions)
   std::vector<std::string> freeze;   ///< further parameter-name prefixes to freeze, e.g. "blocks.0."
+  bool untie_head = false;           ///< give a tied checkpoint its own head (a copy of the token table), so
+                                     ///< the head can train while the input embeddings stay frozen; the
+                                     ///< fine-tuned checkpoints record an untied architecture
+  double embedding_lr_scale = 1.0;   ///< lr multiplier of trainable tok_emb/pos_emb (e.g. 0.1); (0, 10]
   std::string original_val;          ///< original corpus validation text ("" = the checkpoint's data.val)
   int64_t drift_every = 0;           ///< steps between drift reports (0 = only at the end)
   int64_t drift_top_k = 10;          ///< most-moved pieces listed in drift reports

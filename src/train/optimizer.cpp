@@ -2,12 +2,17 @@
 
 namespace lm::train {
 
-DecayGroups split_decay_groups(const model::GptImpl& m) {
+DecayGroups split_decay_groups(const model::GptImpl& m, double embedding_lr_scale) {
   DecayGroups g;
+  g.embedding_lr_scale = embedding_lr_scale;
   for (auto& [name, p] : model::named_weights(m)) {
     if (!p.requires_grad()) continue;
     const bool is_embedding = name.rfind("tok_emb.", 0) == 0 || name.rfind("pos_emb.", 0) == 0;
-    if (p.dim() == 2 && !is_embedding) {
+    if (is_embedding && embedding_lr_scale != 1.0) {
+      g.embedding_names.push_back(name);
+      g.embedding.push_back(p);
+      g.embedding_numel += p.numel();
+    } else if (p.dim() == 2 && !is_embedding) {
       g.decay_names.push_back(name);
       g.decay.push_back(p);
       g.decay_numel += p.numel();
@@ -27,11 +32,16 @@ std::unique_ptr<torch::optim::AdamW> make_adamw(const DecayGroups& groups, const
   std::vector<torch::optim::OptimizerParamGroup> pg;
   pg.emplace_back(groups.decay, std::make_unique<torch::optim::AdamWOptions>(opts(cfg.weight_decay)));
   pg.emplace_back(groups.no_decay, std::make_unique<torch::optim::AdamWOptions>(opts(0.0)));
+  if (!groups.embedding.empty()) pg.emplace_back(groups.embedding, std::make_unique<torch::optim::AdamWOptions>(opts(0.0)));
   return std::make_unique<torch::optim::AdamW>(std::move(pg), opts(cfg.weight_decay));
 }
 
-void set_lr(torch::optim::Optimizer& opt, double lr) {
-  for (auto& group : opt.param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
+void set_lr(torch::optim::Optimizer& opt, double lr, const DecayGroups& groups) {
+  auto& pg = opt.param_groups();
+  for (size_t i = 0; i < pg.size(); ++i) {
+    const double scale = i == 2 ? groups.embedding_lr_scale : 1.0;
+    static_cast<torch::optim::AdamWOptions&>(pg[i].options()).lr(lr * scale);
+  }
 }
 
 }  // namespace lm::train

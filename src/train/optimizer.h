@@ -13,20 +13,24 @@
 
 namespace lm::train {
 
-/// Parameter names and tensors of each decay group (trainable parameters only).
+/// Parameter names and tensors of each optimizer group (trainable parameters only).
 struct DecayGroups {
-  std::vector<std::string> decay_names, no_decay_names;
-  std::vector<torch::Tensor> decay, no_decay;
-  int64_t decay_numel = 0, no_decay_numel = 0;
+  std::vector<std::string> decay_names, no_decay_names, embedding_names;
+  std::vector<torch::Tensor> decay, no_decay, embedding;
+  int64_t decay_numel = 0, no_decay_numel = 0, embedding_numel = 0;
+  double embedding_lr_scale = 1.0;  ///< lr multiplier of the `embedding` group
 };
 
-/// Splits the model's trainable parameters: decay = 2-D weights other than tok_emb/pos_emb.
-DecayGroups split_decay_groups(const model::GptImpl& m);
+/// Splits the model's trainable parameters: decay = 2-D weights other than tok_emb/pos_emb; the rest is
+/// undecayed. With embedding_lr_scale != 1, tok_emb/pos_emb form a third (undecayed) group whose lr is
+/// scaled (fine-tuning: finetune.embedding_lr_scale).
+DecayGroups split_decay_groups(const model::GptImpl& m, double embedding_lr_scale = 1.0);
 
-/// AdamW over both groups: group 0 decays with cfg.weight_decay, group 1 has weight_decay 0.
+/// AdamW: group 0 decays with cfg.weight_decay, group 1 has weight_decay 0, and group 2 (when the
+/// embedding group is not empty) has weight_decay 0 and a scaled lr.
 std::unique_ptr<torch::optim::AdamW> make_adamw(const DecayGroups& groups, const TrainConfig& cfg);
 
-/// Sets the learning rate of every parameter group.
-void set_lr(torch::optim::Optimizer& opt, double lr);
+/// Sets the learning rate of every parameter group (the embedding group gets lr * embedding_lr_scale).
+void set_lr(torch::optim::Optimizer& opt, double lr, const DecayGroups& groups);
 
 }  // namespace lm::train

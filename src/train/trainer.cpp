@@ -155,7 +155,8 @@ TrainResult run_training(const TrainJob& job) {
   model::Gpt model(arch);
   model->train();
   if (!job.init_from.empty() && resume_from.empty()) {
-    checkpoint::load_weights(*model, job.init_from / "model.pt");
+    // An untied model started from a tied checkpoint takes its head from the token table (untie_head).
+    checkpoint::load_weights(*model, job.init_from / "model.pt", /*head_from_tok_emb=*/!arch.tie_embeddings);
     spdlog::info("fine-tuning from {}; optimizer state starts fresh, with this config's warmup and schedule",
                  job.init_from.string());
   }
@@ -171,7 +172,11 @@ TrainResult run_training(const TrainJob& job) {
     }
   }
   const auto frozen_before = hash_parameters(*model, frozen);
-  DecayGroups groups = split_decay_groups(*model);
+  DecayGroups groups = split_decay_groups(*model, job.embedding_lr_scale);
+  if (!groups.embedding.empty()) {
+    spdlog::info("embedding lr scale {}: {} at {} x lr", job.embedding_lr_scale, groups.embedding_names.front(),
+                 job.embedding_lr_scale);
+  }
   auto opt = make_adamw(groups, job.train);
   checkpoint::TrainerState state;
   if (!resume_from.empty()) {
@@ -190,6 +195,7 @@ TrainResult run_training(const TrainJob& job) {
   batcher.set_cursor(state.data_cursor);
   std::vector<torch::Tensor> params = groups.decay;
   params.insert(params.end(), groups.no_decay.begin(), groups.no_decay.end());
+  params.insert(params.end(), groups.embedding.begin(), groups.embedding.end());
   const double clip = job.train.grad_clip > 0 ? job.train.grad_clip : std::numeric_limits<double>::infinity();
   MetricsLog metrics(job.run_dir / "metrics.jsonl", state.step);
   ProgressLine progress;
@@ -229,7 +235,7 @@ TrainResult run_training(const TrainJob& job) {
   bool early_stopped = false;
   while (state.step < job.train.max_steps) {
     const double lr = lr_at(state.step, job.train);
-    set_lr(*opt, lr);
+    set_lr(*opt, lr, groups);
     const double step_loss = accumulate_gradients(*model, batcher, accum, state.step + 1 == nan_step);
     const double gnorm = torch::nn::utils::clip_grad_norm_(params, clip);
     if (!std::isfinite(step_loss) || !std::isfinite(gnorm)) {
