@@ -49,6 +49,13 @@ TEST(Config, WrongTypesAndRangesAreAllReportedWithTheirKeys) {
   EXPECT_NE(e.find("model.tie_embeddings"), std::string::npos) << e;
 }
 
+TEST(Config, NonFiniteAndFractionalNumbersAreRejected) {
+  EXPECT_NE(error_of(kData, {"train.lr=nan"}).find("train.lr"), std::string::npos);
+  EXPECT_NE(error_of(kData, {"train.max_steps=2.5"}).find("train.max_steps"), std::string::npos);
+  EXPECT_NE(error_of(kData, {"run.seed=-1"}).find("run.seed"), std::string::npos);
+  EXPECT_EQ(config::parse_config(kData, "t", {"run.seed=18446744073709551615"}).run.seed, 18446744073709551615ull);
+}
+
 TEST(Config, CrossFieldRulesAndMissingData) {
   EXPECT_NE(error_of(kData + "model: {d_model: 30, n_heads: 4}\n").find("model.n_heads"), std::string::npos);
   EXPECT_NE(error_of("train: {lr: 1}\n").find("data.train"), std::string::npos);

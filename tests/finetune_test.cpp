@@ -63,6 +63,19 @@ TEST(Finetune, FrozenEmbeddingsStayBitIdenticalWhileTheRestMoves) {
   EXPECT_TRUE(fs::is_regular_file(dir / "ft" / "original_val.bin"));
 }
 
+TEST(Finetune, AFrozenFinetuneResumesAndKeepsItsProof) {
+  ScratchDir dir("ft_resume");
+  fs::path pre = pretrain(dir, true);
+  auto r = finetune(dir, pre, "--set finetune.freeze_embeddings=true --set checkpoint.every=2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = finetune(dir, pre, "--set finetune.freeze_embeddings=true --set checkpoint.every=2 --resume " +
+                             (dir / "ft" / "step_00000002").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("frozen tensors unchanged"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("abandoned branch"), std::string::npos) << r.output;
+}
+
 TEST(Finetune, AnUntiedHeadTrainsUnderAFrozenTokenTable) {
   ScratchDir dir("ft_untied");
   fs::path pre = pretrain(dir, false);

@@ -25,6 +25,7 @@ json state_to_json(const TrainerState& s) {
               {"last_val_loss", num(s.last_val_loss)},
               {"best_val_loss", num(s.best_val_loss)},
               {"evals_without_improvement", s.evals_without_improvement},
+              {"early_stopped", s.early_stopped},
               {"consecutive_skips", s.consecutive_skips},
               {"log_window_loss_sum", s.log_window_loss_sum},
               {"log_window_steps", s.log_window_steps},
@@ -46,6 +47,7 @@ TrainerState state_from_json(const json& j) {
   s.last_val_loss = num("last_val_loss");
   s.best_val_loss = num("best_val_loss");
   s.evals_without_improvement = j.value("evals_without_improvement", int64_t{0});
+  s.early_stopped = j.value("early_stopped", false);
   s.consecutive_skips = j.value("consecutive_skips", int64_t{0});
   s.log_window_loss_sum = j.value("log_window_loss_sum", 0.0);
   s.log_window_steps = j.value("log_window_steps", int64_t{0});
@@ -166,9 +168,17 @@ fs::path save_checkpoint(const fs::path& run_dir, const std::string& name, const
     fs::path old = run_dir / (name + ".old-" + util::temp_suffix());
     const bool had_old = fs::exists(final_dir);
     if (had_old) fs::rename(final_dir, old);
-    fs::rename(tmp, final_dir);
+    std::error_code rename_ec;
+    fs::rename(tmp, final_dir, rename_ec);
+    if (rename_ec) {
+      if (had_old) fs::rename(old, final_dir, rename_ec);  // put the previous one back
+      throw SaveError("[checkpoint] cannot rename '" + tmp.string() + "' into place");
+    }
     util::fsync_dir(run_dir);
-    if (had_old) fs::remove_all(old);
+    if (had_old) {
+      std::error_code ec;
+      fs::remove_all(old, ec);  // committed already; a leftover is cleaned by the next resume
+    }
     if (req.update_latest) util::atomic_write_file(run_dir / "latest", name + "\n");
   } catch (const std::exception& e) {
     std::error_code ec;

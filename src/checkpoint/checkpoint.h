@@ -45,6 +45,7 @@ struct TrainerState {
   double last_val_loss = NAN;     ///< most recent validation loss (nats), NaN if none yet
   double best_val_loss = NAN;     ///< lowest validation loss so far (nats), NaN if none yet
   int64_t evals_without_improvement = 0;  ///< for train.early_stopping_patience
+  bool early_stopped = false;     ///< patience ran out: a resume does not train further
   int64_t consecutive_skips = 0;  ///< non-finite steps skipped in a row (on_nonfinite: skip)
   double log_window_loss_sum = 0.0;  ///< losses of the steps since the last log line, so a resumed run
   int64_t log_window_steps = 0;      ///< prints the same averages as one that never stopped

@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <cmath>
 #include <functional>
 #include <limits>
 #include <map>
@@ -55,13 +56,13 @@ Field scalar(std::string key, std::string help, std::function<T&(RunConfig&)> re
         std::string s = n.Scalar();
         size_t used = 0;
         long double x = std::stold(s, &used);
-        if (used != s.size()) throw std::invalid_argument(s);
-        if constexpr (std::is_integral_v<T>) {
-          if (x != static_cast<long double>(static_cast<long long>(x))) throw std::invalid_argument(s);
-        }
+        if (used != s.size() || !std::isfinite(x)) throw std::invalid_argument(s);
         if (x < static_cast<long double>(lo) || x > static_cast<long double>(hi)) {
           errs.push_back(key + where + ": expected a value in [" + show(lo) + ", " + show(hi) + "], got " + s);
           return;
+        }
+        if constexpr (std::is_integral_v<T>) {
+          if (x != std::floor(x)) throw std::invalid_argument(s);  // in range, so the cast below is defined
         }
         v = static_cast<T>(x);
       }

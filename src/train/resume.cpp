@@ -4,7 +4,10 @@
 
 #include "train/trainer.h"
 #include "util/errors.h"
+#include "util/fs.h"
 #include "util/hash.h"
+
+#include <algorithm>
 
 namespace lm::train {
 namespace fs = std::filesystem;
@@ -32,12 +35,34 @@ fs::path select_resume_checkpoint(const fs::path& run_dir, const std::string& sp
   if (spec != "auto") {
     fs::path dir = checkpoint::resolve_checkpoint(spec);
     checkpoint::verify_checkpoint(dir);
+    // Rolling back inside the run dir: point `latest` here now, so a crash before the next save makes
+    // `--resume auto` come back to this branch, not to the abandoned newer checkpoints.
+    std::error_code ec;
+    if (fs::equivalent(dir.parent_path(), run_dir, ec) && dir.filename().string().rfind("step_", 0) == 0) {
+      for (auto& newer : checkpoint::list_checkpoints(run_dir)) {
+        if (newer.filename() > dir.filename()) {
+          spdlog::warn("resume: {} is newer than {} and belongs to the abandoned branch (retention will prune it)",
+                       newer.string(), dir.filename().string());
+        }
+      }
+      util::atomic_write_file(run_dir / "latest", dir.filename().string() + "\n");
+    }
     return dir;
   }
   for (auto& n : checkpoint::remove_stale_temps(run_dir)) {
     spdlog::warn("resume: removed unfinished save {}", (run_dir / n).string());
   }
   auto all = checkpoint::list_checkpoints(run_dir);
+  // `latest` first (it names the branch being trained), then the rest newest first.
+  if (fs::is_regular_file(run_dir / "latest")) {
+    try {
+      fs::path named = checkpoint::resolve_checkpoint(run_dir);
+      auto it = std::find(all.begin(), all.end(), named);
+      if (it != all.end()) std::rotate(it, it + 1, all.end());
+    } catch (const CheckpointError&) {
+      // `latest` names nothing valid: fall back to the newest
+    }
+  }
   for (auto it = all.rbegin(); it != all.rend(); ++it) {
     try {
       checkpoint::verify_checkpoint(*it);

@@ -171,7 +171,6 @@ TrainResult run_training(const TrainJob& job) {
       spdlog::info("tied head: freezing tok_emb.weight also freezes the output projection (logits use the same matrix)");
     }
   }
-  const auto frozen_before = hash_parameters(*model, frozen);
   DecayGroups groups = split_decay_groups(*model, job.embedding_lr_scale);
   if (!groups.embedding.empty()) {
     spdlog::info("embedding lr scale {}: {} at {} x lr", job.embedding_lr_scale, groups.embedding_names.front(),
@@ -188,6 +187,7 @@ TrainResult run_training(const TrainJob& job) {
     spdlog::info("resumed from {} at step {} ({} tokens seen)", resume_from.string(), state.step, state.tokens_seen);
   }
   state.data = identity;
+  const auto frozen_before = hash_parameters(*model, frozen);  // after any resume load: these are the start values
   log_model_summary(*model, groups, job);
   spdlog::info("data: train {} tokens, val {} tokens", train_file.size(), val_file.size());
 
@@ -232,8 +232,9 @@ TrainResult run_training(const TrainJob& job) {
   auto run_start = Clock::now();
   const int64_t first_step = state.step;
   int64_t window_steps = 0;  // for tokens/s of this process only
-  bool early_stopped = false;
-  while (state.step < job.train.max_steps) {
+  bool early_stopped = state.early_stopped;  // a resumed early-stopped run does not train on
+  if (early_stopped) spdlog::info("this run stopped early at step {}; not training further", state.step);
+  while (!early_stopped && state.step < job.train.max_steps) {
     const double lr = lr_at(state.step, job.train);
     set_lr(*opt, lr, groups);
     const double step_loss = accumulate_gradients(*model, batcher, accum, state.step + 1 == nan_step);
@@ -258,8 +259,10 @@ TrainResult run_training(const TrainJob& job) {
     state.step += 1;
     state.tokens_seen += tokens_per_step;
     state.data_cursor = batcher.cursor();
-    state.log_window_loss_sum += step_loss;
-    ++state.log_window_steps;
+    if (std::isfinite(step_loss)) {  // a skipped step's NaN stays out of the printed average
+      state.log_window_loss_sum += step_loss;
+      ++state.log_window_steps;
+    }
     ++window_steps;
     const double secs_per_step = seconds_since(run_start) / static_cast<double>(state.step - first_step);
     progress.update(state.step, job.train.max_steps, step_loss, lr,
@@ -269,7 +272,9 @@ TrainResult run_training(const TrainJob& job) {
     if (state.step % job.train.log_every == 0 || last) {
       const double secs = seconds_since(window_start);
       const double tps = static_cast<double>(window_steps * tokens_per_step) / std::max(secs, 1e-9);
-      const double mean = state.log_window_loss_sum / static_cast<double>(state.log_window_steps);
+      const double mean = state.log_window_steps > 0
+                              ? state.log_window_loss_sum / static_cast<double>(state.log_window_steps)
+                              : std::numeric_limits<double>::quiet_NaN();
       progress.clear();
       spdlog::info("step {}/{} | loss {:.9g} | lr {:.3e} | grad_norm {:.3f} | {:.0f} tok/s", state.step,
                    job.train.max_steps, mean, lr, gnorm, tps);
@@ -290,11 +295,17 @@ TrainResult run_training(const TrainJob& job) {
       if (improved) {
         state.best_val_loss = state.last_val_loss;
         state.evals_without_improvement = 0;
-        save("best", false);
+        try {
+          save("best", false);
+        } catch (const SaveError& e) {
+          progress.clear();
+          spdlog::error("{} (training continues)", e.what());
+        }
       } else if (++state.evals_without_improvement >= job.train.early_stopping_patience &&
                  job.train.early_stopping_patience > 0) {
         spdlog::info("early stopping: {} validations without improvement", state.evals_without_improvement);
         early_stopped = true;
+        state.early_stopped = true;
       }
       window_start = Clock::now();
     }
