@@ -58,6 +58,8 @@ TEST(Checkpoint, CorruptionIsDetectedByTheManifest) {
     f.put('\x7f');
   }
   EXPECT_THROW(checkpoint::verify_checkpoint(dir), CheckpointError);
+  std::ofstream(dir / "manifest.json") << "[1, 2]";  // valid JSON, wrong shape
+  EXPECT_THROW(checkpoint::verify_checkpoint(dir), CheckpointError);
   fs::remove(dir / "manifest.json");
   EXPECT_THROW(checkpoint::load_checkpoint(dir), CheckpointError);
 }

@@ -114,7 +114,12 @@ std::map<std::string, torch::Tensor> read_dict(const fs::path& p, const char* wh
   }
   if (!iv.isGenericDict()) throw CheckpointError("[checkpoint] " + std::string(what) + ": expected a name -> tensor dict");
   std::map<std::string, torch::Tensor> out;
-  for (const auto& kv : iv.toGenericDict()) out[kv.key().toStringRef()] = kv.value().toTensor();
+  for (const auto& kv : iv.toGenericDict()) {
+    if (!kv.key().isString() || !kv.value().isTensor()) {
+      throw CheckpointError("[checkpoint] " + std::string(what) + " '" + p.string() + "': expected string -> tensor entries");
+    }
+    out[kv.key().toStringRef()] = kv.value().toTensor();
+  }
   return out;
 }
 
@@ -135,6 +140,8 @@ std::string step_name(int64_t step) {
   std::snprintf(buf, sizeof buf, "step_%08lld", static_cast<long long>(step));
   return buf;
 }
+
+static void verify_files(const fs::path& dir, const json& m);
 
 fs::path save_checkpoint(const fs::path& run_dir, const std::string& name, const SaveRequest& req) {
   fs::path final_dir = run_dir / name;
@@ -196,6 +203,14 @@ void verify_checkpoint(const fs::path& dir) {
                           "' is not a checkpoint: expected manifest.json. Hint: an interrupted save leaves no manifest.");
   }
   json m = read_json(mpath);
+  try {
+    verify_files(dir, m);
+  } catch (const json::exception& e) {
+    throw CheckpointError("[checkpoint] manifest of '" + dir.string() + "' is malformed: " + e.what());
+  }
+}
+
+static void verify_files(const fs::path& dir, const json& m) {
   if (m.value("format_version", -1) != kFormatVersion) {
     throw CheckpointError("[checkpoint] format version: expected " + std::to_string(kFormatVersion) + ", got " +
                           m.value("format_version", json(-1)).dump());
@@ -350,7 +365,10 @@ std::vector<fs::path> list_checkpoints(const fs::path& run_dir) {
 
 void prune_checkpoints(const fs::path& run_dir, int64_t keep_last) {
   auto steps = list_checkpoints(run_dir);
-  for (size_t i = 0; i + static_cast<size_t>(keep_last) < steps.size(); ++i) fs::remove_all(steps[i]);
+  for (size_t i = 0; i + static_cast<size_t>(keep_last) < steps.size(); ++i) {
+    std::error_code ec;  // a checkpoint that cannot be pruned is left in place, never an error
+    fs::remove_all(steps[i], ec);
+  }
 }
 
 }  // namespace lm::checkpoint

@@ -42,8 +42,11 @@ void write_file_synced(const fs::path& path, std::string_view bytes) {
     p += n;
     left -= static_cast<size_t>(n);
   }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    throw SaveError("[io] fsync/close of '" + path.string() + "' failed: " + std::strerror(errno));
+  const bool synced = ::fsync(fd) == 0;
+  const int sync_errno = errno;
+  const bool closed = ::close(fd) == 0;
+  if (!synced || !closed) {
+    throw SaveError("[io] fsync/close of '" + path.string() + "' failed: " + std::strerror(synced ? errno : sync_errno));
   }
 }
 
