@@ -68,10 +68,10 @@ class Reporter {
 
  private:
   void forgetting(model::GptImpl& model) {
-    tokenizer::Tokenizer tok(run_dir_ / "tokenizer.model");
+    // tok_ is the checkpoint's tokenizer, which the run copied: the one its token files use.
     const fs::path orig_bin = run_dir_ / "original_val.bin";
-    if (!data::token_file_is_current(cfg_.finetune.original_val, tok, orig_bin)) {
-      data::prepare_corpus(cfg_.finetune.original_val, tok, orig_bin);
+    if (!data::token_file_is_current(cfg_.finetune.original_val, tok_, orig_bin)) {
+      data::prepare_corpus(cfg_.finetune.original_val, tok_, orig_bin);
     }
     data::TokenFile new_val(run_dir_ / "val.bin"), old_val(orig_bin);
     const int64_t B = cfg_.train.batch_size;

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdlib>
+#include <cstring>
 #include <thread>
 
 #include "checkpoint/checkpoint.h"
@@ -61,22 +62,14 @@ std::string rng_state_hex() {
   auto gen = at::detail::getDefaultCPUGenerator();
   std::lock_guard<std::mutex> lock(gen.mutex());
   auto t = gen.get_state().contiguous();
-  static const char* kDigits = "0123456789abcdef";
-  std::string out;
-  const auto* p = t.data_ptr<uint8_t>();
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    out += kDigits[p[i] >> 4];
-    out += kDigits[p[i] & 15];
-  }
-  return out;
+  return util::to_hex(t.data_ptr(), t.nbytes());
 }
 
 void set_rng_state_hex(const std::string& hex) {
   if (hex.empty()) return;
-  auto t = torch::empty({static_cast<int64_t>(hex.size() / 2)}, torch::kUInt8);
-  auto* p = t.data_ptr<uint8_t>();
-  auto nib = [](char c) { return static_cast<uint8_t>(c <= '9' ? c - '0' : c - 'a' + 10); };
-  for (size_t i = 0; i + 1 < hex.size(); i += 2) p[i / 2] = static_cast<uint8_t>(nib(hex[i]) << 4 | nib(hex[i + 1]));
+  const std::string bytes = util::from_hex(hex);
+  auto t = torch::empty({static_cast<int64_t>(bytes.size())}, torch::kUInt8);
+  std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
   auto gen = at::detail::getDefaultCPUGenerator();
   std::lock_guard<std::mutex> lock(gen.mutex());
   gen.set_state(t);

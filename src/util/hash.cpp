@@ -19,17 +19,29 @@ struct Sha256 {
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned int len = 0;
     EVP_DigestFinal_ex(ctx.get(), md, &len);
-    static const char* kDigits = "0123456789abcdef";
-    std::string out(2 * len, '0');
-    for (unsigned i = 0; i < len; ++i) {
-      out[2 * i] = kDigits[md[i] >> 4];
-      out[2 * i + 1] = kDigits[md[i] & 15];
-    }
-    return out;
+    return to_hex(md, len);
   }
 };
 
 }  // namespace
+
+std::string to_hex(const void* data, size_t n) {
+  static const char* kDigits = "0123456789abcdef";
+  const auto* p = static_cast<const unsigned char*>(data);
+  std::string out(2 * n, '0');
+  for (size_t i = 0; i < n; ++i) {
+    out[2 * i] = kDigits[p[i] >> 4];
+    out[2 * i + 1] = kDigits[p[i] & 15];
+  }
+  return out;
+}
+
+std::string from_hex(std::string_view hex) {
+  auto nib = [](char c) { return static_cast<unsigned char>(c <= '9' ? c - '0' : c - 'a' + 10); };
+  std::string out(hex.size() / 2, '\0');
+  for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<char>(nib(hex[2 * i]) << 4 | nib(hex[2 * i + 1]));
+  return out;
+}
 
 std::string sha256_hex(std::string_view bytes) {
   Sha256 h;

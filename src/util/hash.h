@@ -7,6 +7,10 @@
 
 namespace lm::util {
 
+/// Lowercase hex of raw bytes, and back (from_hex REQUIRES: even length, [0-9a-f] only).
+std::string to_hex(const void* data, size_t n);
+std::string from_hex(std::string_view hex);
+
 /// SHA-256 of `bytes` as 64 lowercase hex characters.
 std::string sha256_hex(std::string_view bytes);
 
