@@ -2,6 +2,7 @@
 // training under a frozen token table, drift and forgetting reports, contradicting configs rejected.
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <fstream>
 
 #include "checkpoint/checkpoint.h"
@@ -24,14 +25,18 @@ fs::path pretrain(const ScratchDir& dir, bool tied) {
   return dir / "pre";
 }
 
-// Fine-tune on the validation text (new domain), original val = tiny_en_val too.
-RunResult finetune(const ScratchDir& dir, const fs::path& from, const std::string& extra) {
+// Arguments of a fine-tune on the validation text (new domain), original val = tiny_en_val too.
+std::string finetune_args(const ScratchDir& dir, const fs::path& from, const std::string& extra) {
   fs::path cfg = dir / "ft.yaml";
   std::ofstream(cfg) << "run: {dir: " << (dir / "ft").string() << ", seed: 3}\n"
                      << "data: {train: " << data_file("tiny_en_val.txt").string() << ", val: " << data_file("tiny_en_val.txt").string() << "}\n"
                      << "train: {batch_size: 4, max_steps: 5, warmup_steps: 1, lr: 0.01, eval_every: 0}\n"
                      << "finetune: {drift_top_k: 3}\n";
-  return run_lmtrain("finetune --from " + from.string() + " -c " + cfg.string() + " " + extra);
+  return "finetune --from " + from.string() + " -c " + cfg.string() + " " + extra;
+}
+
+RunResult finetune(const ScratchDir& dir, const fs::path& from, const std::string& extra) {
+  return run_lmtrain(finetune_args(dir, from, extra));
 }
 
 torch::Tensor weight(const checkpoint::LoadedCheckpoint& c, const std::string& name) {
@@ -74,6 +79,43 @@ TEST(Finetune, AFrozenFinetuneResumesAndKeepsItsProof) {
   EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("frozen tensors unchanged"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("abandoned branch"), std::string::npos) << r.output;
+}
+
+TEST(Finetune, UnfreezeAfterNStepsAndASigtermResumeIsBitwiseExact) {
+  ScratchDir dir("ft_unfreeze");
+  fs::path pre = pretrain(dir, true);
+  const std::string extra = "--set finetune.freeze_embeddings=true --set finetune.unfreeze_embeddings_after=2 "
+                            "--set checkpoint.every=1 --set checkpoint.keep_last=10 --set train.log_every=1 ";
+  auto straight = finetune(dir, pre, extra + "--set run.dir=" + (dir / "straight").string());
+  ASSERT_EQ(straight.exit_code, 0) << straight.output;
+  EXPECT_NE(straight.output.find("step 2: unfroze tok_emb.weight"), std::string::npos) << straight.output;
+  auto a = checkpoint::load_checkpoint(pre);
+  auto at2 = checkpoint::load_checkpoint(dir / "straight" / checkpoint::step_name(2));
+  auto at3 = checkpoint::load_checkpoint(dir / "straight" / checkpoint::step_name(3));
+  EXPECT_TRUE(torch::equal(weight(a, "tok_emb.weight"), weight(at2, "tok_emb.weight")));
+  EXPECT_FALSE(torch::equal(weight(a, "tok_emb.weight"), weight(at3, "tok_emb.weight")));
+  EXPECT_FALSE(torch::equal(weight(a, "blocks.0.mlp.fc.weight"), weight(at2, "blocks.0.mlp.fc.weight")));
+  // no AdamW state for the table while it was frozen, state once it trained
+  EXPECT_EQ(slurp(dir / "straight" / checkpoint::step_name(2) / "optimizer.pt").find("tok_emb.weight"), std::string::npos);
+  EXPECT_NE(slurp(dir / "straight" / checkpoint::step_name(3) / "optimizer.pt").find("tok_emb.weight"), std::string::npos);
+
+  // The same fine-tune stopped by SIGTERM around the unfreeze point, then resumed in a new process.
+  const std::string split = extra + "--set run.dir=" + (dir / "split").string();
+  ::setenv("LMTRAIN_TEST_STEP_DELAY_MS", "300", 1);
+  pid_t pid = spawn_lmtrain(finetune_args(dir, pre, split), dir / "split1.log");
+  ::unsetenv("LMTRAIN_TEST_STEP_DELAY_MS");
+  ASSERT_TRUE(wait_for([&] { return !losses(dir / "split").empty(); })) << slurp(dir / "split1.log");
+  ::kill(pid, SIGTERM);
+  EXPECT_EQ(wait_exit(pid), 143) << slurp(dir / "split1.log");
+  EXPECT_LT(std::stoll(slurp(dir / "split" / "latest").substr(5)), 5) << "the signal came too late to test anything";
+  auto resumed = finetune(dir, pre, split + " --resume auto");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("resumed from"), std::string::npos) << resumed.output;
+  EXPECT_EQ(losses(dir / "split"), losses(dir / "straight"));
+  const fs::path s5 = dir / "straight" / checkpoint::step_name(5), r5 = dir / "split" / checkpoint::step_name(5);
+  EXPECT_FALSE(manifest_sha(s5, "model.pt").empty());
+  EXPECT_EQ(manifest_sha(s5, "model.pt"), manifest_sha(r5, "model.pt"));
+  EXPECT_EQ(manifest_sha(s5, "optimizer.pt"), manifest_sha(r5, "optimizer.pt"));
 }
 
 TEST(Finetune, AnUntiedHeadTrainsUnderAFrozenTokenTable) {
@@ -140,6 +182,13 @@ TEST(Finetune, AConfigContradictingTheCheckpointIsRejected) {
   r = finetune(dir, pre, "--set finetune.freeze=[blocks.9.]");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("blocks.9."), std::string::npos) << r.output;
+  // unfreezing needs something frozen, and a step before the end
+  r = finetune(dir, pre, "--set finetune.unfreeze_embeddings_after=2");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("finetune.unfreeze_embeddings_after: expected finetune.freeze_embeddings"), std::string::npos) << r.output;
+  r = finetune(dir, pre, "--set finetune.freeze_embeddings=true --set finetune.unfreeze_embeddings_after=5");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("expected < train.max_steps=5"), std::string::npos) << r.output;
 }
 
 }  // namespace lm::test

@@ -30,36 +30,6 @@ std::string config(const ScratchDir& dir, const std::string& run, int64_t steps,
   return "train -c " + cfg.string();
 }
 
-// Training losses from metrics.jsonl, one line per step, as printed with %.9g.
-std::vector<std::string> losses(const fs::path& run) {
-  std::vector<std::string> out;
-  std::ifstream in(run / "metrics.jsonl");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.find("\"kind\":\"train\"") == std::string::npos) continue;
-    auto at = line.find("\"loss\":") + 7;
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.9g", std::stod(line.substr(at)));
-    out.push_back(buf);
-  }
-  return out;
-}
-
-std::string manifest_sha(const fs::path& ckpt, const std::string& file) {
-  std::string m = slurp(ckpt / "manifest.json");
-  auto at = m.find("\"name\": \"" + file + "\"");
-  auto sha = m.find("\"sha256\": \"", at) + 11;
-  return at == std::string::npos ? "" : m.substr(sha, 64);
-}
-
-bool wait_for(const std::function<bool()>& cond, int timeout_ms = 60000) {
-  for (int waited = 0; waited < timeout_ms; waited += 10) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return false;
-}
-
 }  // namespace
 
 TEST(Resume, SigtermThenResumeIsBitwiseIdenticalToAStraightRun) {

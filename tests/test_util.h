@@ -6,6 +6,11 @@
 #include <unistd.h>
 
 #include <array>
+#include <chrono>
+#include <fstream>
+#include <functional>
+#include <thread>
+#include <vector>
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -116,6 +121,36 @@ inline std::string slurp(const fs::path& p) {
   while (size_t n = std::fread(buf.data(), 1, buf.size(), f)) out.append(buf.data(), n);
   std::fclose(f);
   return out;
+}
+
+// Training losses from metrics.jsonl, one line per step, as printed with %.9g.
+inline std::vector<std::string> losses(const fs::path& run) {
+  std::vector<std::string> out;
+  std::ifstream in(run / "metrics.jsonl");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.find("\"kind\":\"train\"") == std::string::npos) continue;
+    auto at = line.find("\"loss\":") + 7;
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.9g", std::stod(line.substr(at)));
+    out.push_back(buf);
+  }
+  return out;
+}
+
+inline std::string manifest_sha(const fs::path& ckpt, const std::string& file) {
+  std::string m = slurp(ckpt / "manifest.json");
+  auto at = m.find("\"name\": \"" + file + "\"");
+  auto sha = m.find("\"sha256\": \"", at) + 11;
+  return at == std::string::npos ? "" : m.substr(sha, 64);
+}
+
+inline bool wait_for(const std::function<bool()>& cond, int timeout_ms = 60000) {
+  for (int waited = 0; waited < timeout_ms; waited += 10) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
 }
 
 }  // namespace lm::test

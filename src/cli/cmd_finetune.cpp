@@ -126,6 +126,8 @@ void add_finetune_commands(CLI::App& app) {
     job.init_from = from;
     job.freeze = train::freeze_prefixes(cfg.finetune);
     job.embedding_lr_scale = cfg.finetune.embedding_lr_scale;
+    job.unfreeze = train::unfreeze_prefixes(cfg.finetune);
+    job.unfreeze_after = cfg.finetune.unfreeze_embeddings_after;
     auto reporter = std::make_shared<Reporter>(cfg, from);
     job.on_report = [reporter](model::GptImpl& m, int64_t step, bool final) { (*reporter)(m, step, final); };
     job.report_every = cfg.finetune.drift_every;

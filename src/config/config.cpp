@@ -190,6 +190,7 @@ const std::vector<Field>& fields() {
       text_list("finetune.freeze", "further parameter-name prefixes to freeze", [](RunConfig& c) -> std::vector<std::string>& { return c.finetune.freeze; }),
       scalar<bool>("finetune.untie_head", "copy a tied head out of the token table so it can train on its own", [](RunConfig& c) -> bool& { return c.finetune.untie_head; }),
       scalar<double>("finetune.embedding_lr_scale", "lr multiplier of trainable token/position embeddings", [](RunConfig& c) -> double& { return c.finetune.embedding_lr_scale; }, 1e-6, 10.0),
+      scalar<I>("finetune.unfreeze_embeddings_after", "unfreeze the frozen embeddings after this many steps (0 = never)", [](RunConfig& c) -> I& { return c.finetune.unfreeze_embeddings_after; }, 0),
       text("finetune.original_val", "original corpus val text for the forgetting report (\"\" = the checkpoint's data.val)", [](RunConfig& c) -> std::string& { return c.finetune.original_val; }),
       scalar<I>("finetune.drift_every", "steps between drift reports (0 = end only)", [](RunConfig& c) -> I& { return c.finetune.drift_every; }, 0),
       scalar<I>("finetune.drift_top_k", "most-moved pieces listed", [](RunConfig& c) -> I& { return c.finetune.drift_top_k; }, 0, 10000),
@@ -305,6 +306,14 @@ void validate(const RunConfig& c, std::vector<std::string>& errs) {
   if (c.run.dir.empty()) errs.push_back("run.dir: expected a directory path, got nothing");
   if (c.train.min_lr > c.train.lr) {
     errs.push_back("train.min_lr: expected <= train.lr=" + show(c.train.lr) + ", got " + show(c.train.min_lr));
+  }
+  if (c.finetune.unfreeze_embeddings_after > 0 && !c.finetune.freeze_embeddings && !c.finetune.freeze_positions) {
+    errs.push_back("finetune.unfreeze_embeddings_after: expected finetune.freeze_embeddings or finetune.freeze_positions "
+                   "to be true (nothing to unfreeze), got both false");
+  }
+  if (c.finetune.unfreeze_embeddings_after >= c.train.max_steps) {
+    errs.push_back("finetune.unfreeze_embeddings_after: expected < train.max_steps=" + show(c.train.max_steps) +
+                   " (the embeddings would never train), got " + show(c.finetune.unfreeze_embeddings_after));
   }
   if (c.train.warmup_steps > c.train.max_steps) {
     errs.push_back("train.warmup_steps: expected <= train.max_steps=" + show(c.train.max_steps) + ", got " +

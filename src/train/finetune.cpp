@@ -14,6 +14,24 @@ std::vector<std::string> freeze_prefixes(const FinetuneConfig& cfg) {
   return out;
 }
 
+std::vector<std::string> unfreeze_prefixes(const FinetuneConfig& cfg) {
+  std::vector<std::string> out;
+  if (cfg.unfreeze_embeddings_after <= 0) return out;
+  if (cfg.freeze_embeddings) out.push_back("tok_emb.");
+  if (cfg.freeze_positions) out.push_back("pos_emb.");
+  return out;
+}
+
+std::vector<std::string> names_with_prefix(const std::vector<std::string>& names, const std::vector<std::string>& prefixes) {
+  std::vector<std::string> out;
+  for (const auto& n : names) {
+    if (std::any_of(prefixes.begin(), prefixes.end(), [&](const std::string& p) { return n.rfind(p, 0) == 0; })) {
+      out.push_back(n);
+    }
+  }
+  return out;
+}
+
 std::vector<std::string> apply_freeze(model::GptImpl& m, const std::vector<std::string>& prefixes) {
   std::vector<std::string> frozen;
   for (const auto& prefix : prefixes) {

@@ -15,9 +15,14 @@
 
 namespace lm::train {
 
-
 /// The parameter-name prefixes a FinetuneConfig freezes.
 std::vector<std::string> freeze_prefixes(const FinetuneConfig& cfg);
+
+/// The prefixes frozen only until step `unfreeze_embeddings_after` (the embeddings; none when it is 0).
+std::vector<std::string> unfreeze_prefixes(const FinetuneConfig& cfg);
+
+/// The names among `names` that start with one of `prefixes`.
+std::vector<std::string> names_with_prefix(const std::vector<std::string>& names, const std::vector<std::string>& prefixes);
 
 /// Sets requires_grad=false on every parameter whose name starts with a prefix; returns their names.
 /// Throws ConfigError when a prefix matches no parameter.

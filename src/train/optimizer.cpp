@@ -1,14 +1,18 @@
 #include "train/optimizer.h"
 
+#include <algorithm>
+
 namespace lm::train {
 
-DecayGroups split_decay_groups(const model::GptImpl& m, double embedding_lr_scale) {
+DecayGroups split_decay_groups(const model::GptImpl& m, double embedding_lr_scale,
+                               const std::vector<std::string>& trainable_later) {
   DecayGroups g;
   g.embedding_lr_scale = embedding_lr_scale;
   for (auto& [name, p] : model::named_weights(m)) {
-    if (!p.requires_grad()) continue;
+    const bool later = std::find(trainable_later.begin(), trainable_later.end(), name) != trainable_later.end();
+    if (!p.requires_grad() && !later) continue;
     const bool is_embedding = name.rfind("tok_emb.", 0) == 0 || name.rfind("pos_emb.", 0) == 0;
-    if (is_embedding && embedding_lr_scale != 1.0) {
+    if (later || (is_embedding && embedding_lr_scale != 1.0)) {
       g.embedding_names.push_back(name);
       g.embedding.push_back(p);
       g.embedding_numel += p.numel();

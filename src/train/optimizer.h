@@ -23,8 +23,12 @@ struct DecayGroups {
 
 /// Splits the model's trainable parameters: decay = 2-D weights other than tok_emb/pos_emb; the rest is
 /// undecayed. With embedding_lr_scale != 1, tok_emb/pos_emb form a third (undecayed) group whose lr is
-/// scaled (fine-tuning: finetune.embedding_lr_scale).
-DecayGroups split_decay_groups(const model::GptImpl& m, double embedding_lr_scale = 1.0);
+/// scaled (fine-tuning: finetune.embedding_lr_scale). Frozen parameters named in `trainable_later`
+/// (embeddings unfrozen mid-run) join that third group from the start: with no gradient they get no
+/// AdamW state until they are unfrozen, and the group layout and parameter order never change, so a
+/// resumed run clips and steps exactly as an uninterrupted one.
+DecayGroups split_decay_groups(const model::GptImpl& m, double embedding_lr_scale = 1.0,
+                               const std::vector<std::string>& trainable_later = {});
 
 /// AdamW: group 0 decays with cfg.weight_decay, group 1 has weight_decay 0, and group 2 (when the
 /// embedding group is not empty) has weight_decay 0 and a scaled lr.

@@ -78,6 +78,12 @@ void set_rng_state_hex(const std::string& hex) {
 // Test-only hooks, read from the environment: LMTRAIN_TEST_NAN_STEP=N poisons the loss of step N (1-based)
 // to exercise the non-finite guard; LMTRAIN_TEST_STEP_DELAY_MS=D sleeps D ms after each step so a test can
 // deliver a signal mid-run.
+std::string join_names(const std::vector<std::string>& names) {
+  std::string out;
+  for (auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
 int64_t test_hook(const char* name, int64_t fallback) {
   const char* v = std::getenv(name);
   return v ? std::atoll(v) : fallback;
@@ -153,18 +159,21 @@ TrainResult run_training(const TrainJob& job) {
     spdlog::info("fine-tuning from {}; optimizer state starts fresh, with this config's warmup and schedule",
                  job.init_from.string());
   }
-  const std::vector<std::string> frozen = apply_freeze(*model, job.freeze);
+  std::vector<std::string> frozen = apply_freeze(*model, job.freeze);
+  std::vector<std::string> later = names_with_prefix(frozen, job.unfreeze);  // unfrozen after job.unfreeze_after steps
   if (!frozen.empty()) {
     int64_t n_frozen = 0, n_trainable = 0;
     for (auto& [name, p] : model::named_weights(*model)) (p.requires_grad() ? n_trainable : n_frozen) += p.numel();
-    std::string names;
-    for (auto& n : frozen) names += (names.empty() ? "" : ", ") + n;
-    spdlog::info("frozen: {} parameters ({}); trainable: {} parameters", n_frozen, names, n_trainable);
+    spdlog::info("frozen: {} parameters ({}); trainable: {} parameters", n_frozen, join_names(frozen), n_trainable);
     if (arch.tie_embeddings && std::find(frozen.begin(), frozen.end(), "tok_emb.weight") != frozen.end()) {
       spdlog::info("tied head: freezing tok_emb.weight also freezes the output projection (logits use the same matrix)");
     }
   }
-  DecayGroups groups = split_decay_groups(*model, job.embedding_lr_scale);
+  DecayGroups groups = split_decay_groups(*model, job.embedding_lr_scale, later);
+  if (!later.empty()) {
+    spdlog::info("unfreeze_embeddings_after {}: {} frozen for steps 1-{}, then trained at {} x lr with fresh AdamW state",
+                 job.unfreeze_after, join_names(later), job.unfreeze_after, job.embedding_lr_scale);
+  }
   if (!groups.embedding.empty()) {
     spdlog::info("embedding lr scale {}: {} at {} x lr", job.embedding_lr_scale, groups.embedding_names.front(),
                  job.embedding_lr_scale);
@@ -180,7 +189,7 @@ TrainResult run_training(const TrainJob& job) {
     spdlog::info("resumed from {} at step {} ({} tokens seen)", resume_from.string(), state.step, state.tokens_seen);
   }
   state.data = identity;
-  const auto frozen_before = hash_parameters(*model, frozen);  // after any resume load: these are the start values
+  auto frozen_before = hash_parameters(*model, frozen);  // after any resume load: these are the start values
   log_model_summary(*model, groups, job);
   spdlog::info("data: train {} tokens, val {} tokens", train_file.size(), val_file.size());
 
@@ -192,6 +201,24 @@ TrainResult run_training(const TrainJob& job) {
   const double clip = job.train.grad_clip > 0 ? job.train.grad_clip : std::numeric_limits<double>::infinity();
   MetricsLog metrics(job.run_dir / "metrics.jsonl", state.step);
   ProgressLine progress;
+  // Unfreezing (finetune.unfreeze_embeddings_after): the frozen proof of those tensors ends here.
+  auto unfreeze = [&] {
+    for (auto& [name, hash] : hash_parameters(*model, later)) {
+      if (frozen_before.at(name) != hash) {
+        throw Error(ExitCode::kInternal, "[finetune] frozen tensor " + name + " changed before it was unfrozen");
+      }
+      frozen_before.erase(name);
+      frozen.erase(std::find(frozen.begin(), frozen.end(), name));
+    }
+    for (auto& [name, p] : model::named_weights(*model)) {
+      if (std::find(later.begin(), later.end(), name) != later.end()) p.requires_grad_(true);
+    }
+    progress.clear();
+    const bool tied_head = arch.tie_embeddings && std::count(later.begin(), later.end(), "tok_emb.weight") > 0;
+    spdlog::info("step {}: unfroze {} (unchanged until now, SHA-256); it trains from here at {} x lr{}", state.step,
+                 join_names(later), job.embedding_lr_scale, tied_head ? ", and with it the tied output projection" : "");
+    later.clear();
+  };
   fs::path last_ckpt = resume_from;
 
   auto save = [&](const std::string& name, bool update_latest) {
@@ -228,6 +255,7 @@ TrainResult run_training(const TrainJob& job) {
   bool early_stopped = state.early_stopped;  // a resumed early-stopped run does not train on
   if (early_stopped) spdlog::info("this run stopped early at step {}; not training further", state.step);
   while (!early_stopped && state.step < job.train.max_steps) {
+    if (!later.empty() && state.step >= job.unfreeze_after) unfreeze();
     const double lr = lr_at(state.step, job.train);
     set_lr(*opt, lr, groups);
     const double step_loss = accumulate_gradients(*model, batcher, accum, state.step + 1 == nan_step);

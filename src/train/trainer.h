@@ -37,6 +37,8 @@ struct TrainJob {
   std::filesystem::path init_from;  ///< start from this checkpoint's weights and tokenizer (not trained anew)
   std::vector<std::string> freeze;  ///< parameter-name prefixes frozen (requires_grad=false, no optimizer state)
   double embedding_lr_scale = 1.0;  ///< lr multiplier for tok_emb/pos_emb
+  std::vector<std::string> unfreeze;  ///< prefixes (among `freeze`) that train again after `unfreeze_after` steps
+  int64_t unfreeze_after = 0;
   /// Called every `report_every` steps (final=false) and after the final validation (final=true).
   std::function<void(model::GptImpl& model, int64_t step, bool final)> on_report;
   int64_t report_every = 0;
