@@ -1,10 +1,15 @@
 // `lmtrain sample`: next-token probability table for a prompt, and optional generation.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <iostream>
 
 #include "checkpoint/checkpoint.h"
 #include "cli/app.h"
 #include "sample/sampler.h"
+#include "util/errors.h"
 #include "util/threads.h"
 
 namespace lm::cli {
@@ -32,31 +37,81 @@ std::string pad(const std::string& s, size_t width) {
   return s + std::string(cols < width ? width - cols : 0, ' ');
 }
 
+// Times generation with the cache and by full recompute (same options and seed; the texts must match).
+void bench(model::GptImpl& model, const std::vector<int32_t>& context, sample::GenerateOptions gen, int repeats) {
+  gen.stop_id = -1;
+  gen.stop_when = nullptr;
+  auto time_path = [&](bool cached, std::vector<int32_t>& ids) {
+    gen.use_cache = cached;
+    std::vector<double> ms;
+    for (int r = 0; r < repeats; ++r) {
+      auto t0 = std::chrono::steady_clock::now();
+      ids = sample::generate(model, context, gen).front().ids;
+      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() /
+                   static_cast<double>(ids.size()));
+    }
+    std::sort(ms.begin(), ms.end());
+    return ms[ms.size() / 2];
+  };
+  std::vector<int32_t> a, b;
+  const double full = time_path(false, b), cached = time_path(true, a);
+  if (a != b) throw Error(ExitCode::kInternal, "[sample] bench: the cached and recomputed texts differ");
+  std::printf("prompt %zu tokens (line start included), %zu new tokens, median of %d runs each\n", context.size(),
+              a.size(), repeats);
+  std::printf("kv cache:       %8.3f ms/token\nfull recompute: %8.3f ms/token\nspeed-up:       %8.1fx\n", cached, full,
+              full / cached);
+}
+
 }  // namespace
 
 void add_sample_commands(CLI::App& app) {
   struct Opts {
     std::string checkpoint, prompt;
-    int top_k = 10;
-    sample::GenerateOptions gen{0, 1.0, 0, 0, -1};
-    int threads = 1;
+    std::vector<std::string> stops;
+    int top_k = 10, threads = 1, bench_repeats = 0;
+    int64_t samples = 1;
+    bool stop_eos = false, no_truncate = false, no_cache = false;
+    sample::GenerateOptions gen;
   };
   auto o = std::make_shared<Opts>();
+  o->gen.max_new_tokens = 0;
   auto* cmd = app.add_subcommand("sample", "Next-token probabilities after a prompt, and generated text");
   cmd->add_option("--checkpoint", o->checkpoint, "checkpoint directory, or a run directory (uses its `latest`)")->required();
   cmd->add_option("--prompt", o->prompt, "text to condition on (a line start is implied)")->capture_default_str();
   cmd->add_option("--top-k", o->top_k, "rows of the table; also limits sampling to the k most likely when generating")
       ->capture_default_str();
+  cmd->add_option("--top-p", o->gen.top_p, "sample from the smallest most-likely set whose probability reaches p")
+      ->capture_default_str();
   cmd->add_option("--generate", o->gen.max_new_tokens, "tokens to generate after the prompt (0 = table only)")
       ->capture_default_str();
   cmd->add_option("--temperature", o->gen.temperature, "sampling temperature; 0 = greedy")->capture_default_str();
-  cmd->add_option("--seed", o->gen.seed, "sampling seed (same seed, same text)")->capture_default_str();
+  cmd->add_option("--seed", o->gen.seed, "sampling seed; sample i uses seed+i (same seed, same text)")->capture_default_str();
+  cmd->add_option("-n,--num-samples", o->samples, "samples to draw from the prompt")->capture_default_str();
+  cmd->add_flag("--stop-at-eos", o->stop_eos, "end a sample at the end-of-text (end-of-line) token");
+  cmd->add_option("--stop", o->stops, "end a sample once its text contains this string (repeatable; not printed)");
+  cmd->add_flag("--no-truncate", o->no_truncate, "a prompt longer than max_seq_len is an error (default: keep its end)");
+  cmd->add_flag("--extend-positions", o->gen.extend_positions,
+                "sinusoidal models: run positions past max_seq_len instead of sliding the window");
+  cmd->add_flag("--no-cache", o->no_cache, "recompute the whole window for every token (slow; for comparison)");
+  cmd->add_option("--bench", o->bench_repeats, "time --generate tokens with the cache and by full recompute, N runs each")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--threads", o->threads, "compute threads")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->callback([o] {
     util::set_compute_threads(o->threads);
     auto ck = checkpoint::load_checkpoint(o->checkpoint);
     tokenizer::Tokenizer tok(ck.tokenizer_model);
-    auto context = sample::prompt_context(tok, o->prompt);
+    int64_t dropped = 0;
+    const auto context = sample::fit_prompt(sample::prompt_context(tok, o->prompt), ck.arch.max_seq_len, o->no_truncate, dropped);
+    if (dropped > 0) {
+      spdlog::warn("prompt is {} tokens; kept its last {} (max_seq_len). --no-truncate makes this an error",
+                   dropped + static_cast<int64_t>(context.size()), context.size());
+    }
+    o->gen.use_cache = !o->no_cache;
+    o->gen.top_k = o->top_k;
+    if (o->bench_repeats > 0) {
+      if (o->gen.max_new_tokens < 1) throw ConfigError("[sample] --bench: expected --generate N with N >= 1");
+      return bench(*ck.model, context, o->gen, o->bench_repeats);
+    }
     auto probs = sample::next_token_probs(*ck.model, context);
     std::cout << "checkpoint " << ck.dir.string() << " (step " << ck.state.step << ")\n";
     std::cout << "next-token distribution after \"" << o->prompt << "\" (" << context.size() << " context tokens)\n";
@@ -64,14 +119,27 @@ void add_sample_commands(CLI::App& app) {
     for (const auto& row : sample::top_k(probs, o->top_k, tok)) {
       std::printf("%5d  %s %7d  %9.6f\n", row.rank, pad(row.piece, 20).c_str(), row.id, row.prob);
     }
-    if (o->gen.max_new_tokens > 0) {
-      o->gen.top_k = o->top_k;
-      auto ids = sample::generate(*ck.model, context, o->gen);
-      std::cout << "\ngenerated " << ids.size() << " tokens (temperature " << o->gen.temperature << ", top-k "
-                << o->gen.top_k << ", seed " << o->gen.seed << "):\n";
-      std::vector<int32_t> all(context.begin() + (context.front() == tok.eos_id() ? 1 : 0), context.end());
-      all.insert(all.end(), ids.begin(), ids.end());
-      std::cout << render(tok, all) << "\n";
+    if (o->gen.max_new_tokens == 0) return;
+    if (o->stop_eos) o->gen.stop_id = tok.eos_id();
+    auto first_stop = [&](const std::string& text) {
+      size_t at = std::string::npos;
+      for (auto& s : o->stops) at = std::min(at, text.find(s));
+      return at;
+    };
+    if (!o->stops.empty()) {
+      o->gen.stop_when = [&](const std::vector<int32_t>& ids) { return first_stop(render(tok, ids)) != std::string::npos; };
+    }
+    const std::string prompt_text = render(tok, {context.begin() + (context.front() == tok.eos_id() ? 1 : 0), context.end()});
+    auto samples = sample::generate(*ck.model, context, o->gen, o->samples);
+    for (size_t i = 0; i < samples.size(); ++i) {
+      const auto& s = samples[i];
+      std::string text = render(tok, s.ids);
+      if (s.stop == sample::StopReason::kStopString) text = text.substr(0, first_stop(text));
+      std::cout << "\nsample " << i + 1 << " of " << samples.size() << ": " << s.ids.size() << " tokens, stopped by "
+                << sample::to_string(s.stop) << " (temperature " << o->gen.temperature << ", top-k " << o->gen.top_k
+                << ", top-p " << o->gen.top_p << ", seed " << o->gen.seed + i
+                << (s.window_slides ? ", window slid " + std::to_string(s.window_slides) + "x" : "") << "):\n";
+      std::cout << prompt_text << text << "\n";
     }
     std::fflush(stdout);
   });

@@ -9,8 +9,8 @@ BlockImpl::BlockImpl(int64_t C, int64_t H, int64_t mlp_hidden) {
   mlp = register_module("mlp", Mlp(C, mlp_hidden));
 }
 
-torch::Tensor BlockImpl::forward(const torch::Tensor& x) {
-  auto h = x + attn->forward(ln1->forward(x));  // (B,T,C)
+torch::Tensor BlockImpl::forward(const torch::Tensor& x, KvLayer* cache) {
+  auto h = x + attn->forward(ln1->forward(x), cache);  // (B,T,C)
   return h + mlp->forward(ln2->forward(h));     // (B,T,C)
 }
 

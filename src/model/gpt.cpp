@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "model/linear.h"
+
 #include "util/errors.h"
 
 namespace lm::model {
@@ -60,23 +62,41 @@ torch::Tensor GptImpl::loss(const torch::Tensor& idx, const torch::Tensor& targe
 }
 
 torch::Tensor GptImpl::forward_hidden(const torch::Tensor& idx, const StageFn& on_stage) {
+  return hidden(idx, nullptr, on_stage);
+}
+
+torch::Tensor GptImpl::forward_cached(const torch::Tensor& idx, KvCache& cache) {
+  if (cache.layers.empty()) cache.layers.resize(blocks->size());
+  auto h = hidden(idx, &cache, nullptr);                               // (B,T,C)
+  return fast_linear(h.select(1, h.size(1) - 1), output_weight());  // (B,V)
+}
+
+torch::Tensor GptImpl::hidden(const torch::Tensor& idx, KvCache* cache, const StageFn& on_stage) {
   auto trace = [&](const char* stage, const torch::Tensor& t) {
     if (on_stage) on_stage(stage, t);
   };
-  const int64_t T = idx.size(1);
+  const int64_t T = idx.size(1), offset = cache ? cache->length() : 0;
   trace("ids", idx);                                                   // (B,T)
   auto x = tok_emb->forward(idx);                                      // (B,T,C)
   if (cfg_.embedding_scale == EmbeddingScale::kSqrtD) x = x * std::sqrt(static_cast<double>(cfg_.d_model));
   trace("tok_emb", x);
-  x = x + pos_emb->forward(T, 0).unsqueeze(0);                         // (B,T,C)
+  x = x + pos_emb->forward(T, offset).unsqueeze(0);                    // (B,T,C)
   trace("+pos_emb", x);
   for (size_t i = 0; i < blocks->size(); ++i) {
-    x = blocks[i]->as<BlockImpl>()->forward(x);                        // (B,T,C)
+    x = blocks[i]->as<BlockImpl>()->forward(x, cache ? &cache->layers[i] : nullptr);  // (B,T,C)
     trace(("blocks." + std::to_string(i)).c_str(), x);
   }
   x = ln_f->forward(x);                                                // (B,T,C)
   trace("ln_f", x);
   return x;
+}
+
+KvCache KvCache::clone() const {
+  KvCache out;
+  for (const auto& l : layers) {
+    out.layers.push_back({l.k_buf.defined() ? l.k_buf.clone() : l.k_buf, l.v_buf.defined() ? l.v_buf.clone() : l.v_buf, l.len});
+  }
+  return out;
 }
 
 torch::Tensor next_token_loss(const torch::Tensor& logits, const torch::Tensor& targets) {

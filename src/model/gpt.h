@@ -18,6 +18,15 @@ namespace lm::model {
 /// Called by forward_traced at each stage with its name and tensor (for `inspect shapes`).
 using StageFn = std::function<void(const std::string& stage, const torch::Tensor& t)>;
 
+/// Keys and values of every layer for incremental decoding. `length` positions are cached; the next
+/// tokens fed to forward_cached sit at positions length, length+1, ...
+struct KvCache {
+  std::vector<KvLayer> layers;
+  int64_t length() const { return layers.empty() ? 0 : layers.front().length(); }
+  /// Independent copy (several samples continue one prompt).
+  KvCache clone() const;
+};
+
 class GptImpl : public torch::nn::Module {
  public:
   /// Builds and initialises (GPT-2 scheme) a model. Uses the global torch RNG: seed it first.
@@ -30,6 +39,10 @@ class GptImpl : public torch::nn::Module {
   torch::Tensor forward_traced(const torch::Tensor& idx, const StageFn& on_stage);
   /// Final hidden states after ln_f: idx (B,T) -> (B,T,C). forward() = linear(hidden, output_weight()).
   torch::Tensor forward_hidden(const torch::Tensor& idx, const StageFn& on_stage = nullptr);
+  /// Incremental decoding: idx (B,T) are the tokens at positions cache.length().. ; their keys and values
+  /// are appended to `cache`. Returns the logits of the last of them: (B,V). The caller keeps
+  /// cache.length() + T <= max_seq_len for learned positions (sinusoidal ones exist for any position).
+  torch::Tensor forward_cached(const torch::Tensor& idx, KvCache& cache);
   /// Mean next-token loss of idx (B,T) against targets (B,T), same value as
   /// next_token_loss(forward(idx), targets) but without materialising the (B,T,V) logits at once.
   torch::Tensor loss(const torch::Tensor& idx, const torch::Tensor& targets);
@@ -46,6 +59,7 @@ class GptImpl : public torch::nn::Module {
 
  private:
   void init_weights();
+  torch::Tensor hidden(const torch::Tensor& idx, KvCache* cache, const StageFn& on_stage);
   GptConfig cfg_;
 };
 TORCH_MODULE(Gpt);

@@ -1,5 +1,7 @@
 #include "model/mlp.h"
 
+#include "model/linear.h"
+
 namespace lm::model {
 
 MlpImpl::MlpImpl(int64_t C, int64_t hidden) {
@@ -8,7 +10,7 @@ MlpImpl::MlpImpl(int64_t C, int64_t hidden) {
 }
 
 torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
-  return proj->forward(torch::gelu(fc->forward(x)));  // (B,T,C) -> (B,T,hidden) -> (B,T,C)
+  return fast_linear(proj, torch::gelu(fast_linear(fc, x)));  // (B,T,C) -> (B,T,hidden) -> (B,T,C)
 }
 
 }  // namespace lm::model

@@ -1,19 +1,122 @@
 #include "sample/sampler.h"
 
+#include <algorithm>
+#include <cmath>
+#include <functional>
 #include <random>
+
+#include "model/linear.h"
 
 #include "util/errors.h"
 
 namespace lm::sample {
 namespace {
 
-torch::Tensor last_logits(model::GptImpl& model, const std::vector<int32_t>& context) {
-  const int64_t T = model.config().max_seq_len;
-  const size_t start = context.size() > static_cast<size_t>(T) ? context.size() - static_cast<size_t>(T) : 0;
-  std::vector<int64_t> ids(context.begin() + static_cast<std::ptrdiff_t>(start), context.end());
-  auto x = torch::tensor(ids, torch::kInt64).unsqueeze(0);  // (1,T')
-  torch::NoGradGuard no_grad;
-  return model.forward(x).select(1, x.size(1) - 1).squeeze(0).to(torch::kFloat64);  // (V)
+torch::Tensor ids_tensor(const std::vector<int32_t>& ids, size_t start = 0) {
+  std::vector<int64_t> v(ids.begin() + static_cast<std::ptrdiff_t>(start), ids.end());
+  return torch::tensor(v, torch::kInt64).unsqueeze(0);  // (1,T)
+}
+
+// Logits (V) float64 after the whole window, recomputed from scratch.
+torch::Tensor full_logits(model::GptImpl& model, const std::vector<int32_t>& window) {
+  auto h = model.forward_hidden(ids_tensor(window));  // (1,T,C)
+  return model::fast_linear(h.select(1, h.size(1) - 1), model.output_weight()).squeeze(0).to(torch::kFloat64);
+}
+
+void check_options(const model::GptImpl& model, const GenerateOptions& opt) {
+  auto bad = [](const std::string& what) { throw ConfigError("[sample] " + what); };
+  if (opt.max_new_tokens < 0) bad("generate: expected >= 0 tokens, got " + std::to_string(opt.max_new_tokens));
+  if (!(opt.temperature >= 0.0)) bad("temperature: expected >= 0, got " + std::to_string(opt.temperature));
+  const int64_t V = model.config().vocab_size;
+  if (opt.top_k < 0 || opt.top_k > V) bad("top-k: expected 0.." + std::to_string(V) + ", got " + std::to_string(opt.top_k));
+  if (!(opt.top_p > 0.0 && opt.top_p <= 1.0)) bad("top-p: expected a value in (0, 1], got " + std::to_string(opt.top_p));
+  if (opt.extend_positions && model.config().positions != model::Positions::kSinusoidal) {
+    bad("extend positions: expected a model with sinusoidal positions; learned positions stop at max_seq_len=" +
+        std::to_string(model.config().max_seq_len) + ". Hint: drop the flag; the window slides instead.");
+  }
+}
+
+// Draws one id from float64 logits (V), in plain C++: a handful of torch ops per token would cost more
+// than the decoding step itself.
+int32_t pick(const torch::Tensor& logits, const GenerateOptions& opt, std::mt19937_64& rng) {
+  auto l = logits.contiguous();
+  const double* lp = l.data_ptr<double>();
+  const int64_t V = l.size(0);
+  const int64_t top = std::max_element(lp, lp + V) - lp;
+  if (opt.temperature == 0.0) return static_cast<int32_t>(top);
+  std::vector<double> p(static_cast<size_t>(V));
+  for (int64_t v = 0; v < V; ++v) p[v] = std::exp((lp[v] - lp[top]) / opt.temperature);  // softmax numerator
+  if (opt.top_k > 0 && opt.top_k < V) {  // keep the k largest (and any tied with the k-th)
+    std::vector<double> sorted = p;
+    std::nth_element(sorted.begin(), sorted.begin() + (opt.top_k - 1), sorted.end(), std::greater<double>());
+    const double kth = sorted[static_cast<size_t>(opt.top_k - 1)];
+    for (auto& x : p) x = x >= kth ? x : 0.0;
+  }
+  if (opt.top_p < 1.0) {
+    // nucleus: the most likely tokens until their mass reaches top_p (the one crossing it included)
+    std::vector<int32_t> order;
+    double total = 0.0;
+    for (int64_t v = 0; v < V; ++v) {
+      if (p[v] > 0.0) order.push_back(static_cast<int32_t>(v));
+      total += p[v];
+    }
+    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return p[a] > p[b]; });
+    double before = 0.0;
+    for (int32_t v : order) {
+      const double mass = p[v];
+      if (before >= opt.top_p * total) p[v] = 0.0;
+      before += mass;
+    }
+  }
+  // Inverse-CDF draw with our own RNG: reproducible across LibTorch versions.
+  double total = 0.0;
+  for (double x : p) total += x;
+  double u = std::uniform_real_distribution<double>(0.0, 1.0)(rng) * total;
+  int32_t last_nonzero = static_cast<int32_t>(top);
+  for (int64_t v = 0; v < V; ++v) {
+    if (p[v] <= 0.0) continue;
+    last_nonzero = static_cast<int32_t>(v);
+    u -= p[v];
+    if (u < 0.0) return last_nonzero;
+  }
+  return last_nonzero;  // u landed on the rounding error at the very end
+}
+
+// One sample; `cache` holds the prompt already encoded (cached path) and `logits` its next-token logits.
+Sample continue_sample(model::GptImpl& model, std::vector<int32_t> window, model::KvCache cache, torch::Tensor logits,
+                       const GenerateOptions& opt, uint64_t seed) {
+  const size_t T = static_cast<size_t>(model.config().max_seq_len);
+  const size_t keep = std::max<size_t>(1, T / 2);
+  std::mt19937_64 rng(seed);
+  Sample s;
+  for (int64_t i = 0; i < opt.max_new_tokens; ++i) {
+    if (opt.on_logits) opt.on_logits(i, logits);
+    const int32_t next = pick(logits, opt, rng);
+    s.ids.push_back(next);
+    if (next == opt.stop_id) {
+      s.stop = StopReason::kEndOfText;
+      break;
+    }
+    if (opt.stop_when && opt.stop_when(s.ids)) {
+      s.stop = StopReason::kStopString;
+      break;
+    }
+    if (i + 1 == opt.max_new_tokens) break;
+    window.push_back(next);
+    if (window.size() > T && !opt.extend_positions) {  // slide: keep the newest T/2, re-encode from position 0
+      window.erase(window.begin(), window.end() - static_cast<std::ptrdiff_t>(keep));
+      ++s.window_slides;
+      if (opt.use_cache) {
+        cache = model::KvCache{};
+        logits = model.forward_cached(ids_tensor(window), cache).squeeze(0).to(torch::kFloat64);
+        continue;
+      }
+    }
+    logits = opt.use_cache
+                 ? model.forward_cached(ids_tensor(window, window.size() - 1), cache).squeeze(0).to(torch::kFloat64)
+                 : full_logits(model, window);
+  }
+  return s;
 }
 
 }  // namespace
@@ -21,7 +124,9 @@ torch::Tensor last_logits(model::GptImpl& model, const std::vector<int32_t>& con
 torch::Tensor next_token_probs(model::GptImpl& model, const std::vector<int32_t>& context) {
   if (context.empty()) throw ConfigError("[sample] context: expected at least one token, got none");
   model.eval();
-  return torch::softmax(last_logits(model, context), 0);  // (V)
+  torch::NoGradGuard no_grad;
+  int64_t dropped = 0;
+  return torch::softmax(full_logits(model, fit_prompt(context, model.config().max_seq_len, false, dropped)), 0);  // (V)
 }
 
 std::vector<TokenProb> top_k(const torch::Tensor& probs, int k, const tokenizer::Tokenizer& tok) {
@@ -41,49 +146,47 @@ std::vector<TokenProb> top_k(const torch::Tensor& probs, int k, const tokenizer:
   return out;
 }
 
-std::vector<int32_t> generate(model::GptImpl& model, std::vector<int32_t> context, const GenerateOptions& opt) {
-  if (opt.max_new_tokens < 0) throw ConfigError("[sample] generate: expected >= 0 tokens, got " + std::to_string(opt.max_new_tokens));
-  if (!(opt.temperature >= 0.0)) throw ConfigError("[sample] temperature: expected >= 0, got " + std::to_string(opt.temperature));
-  const int64_t V = model.config().vocab_size;
-  if (opt.top_k < 0 || opt.top_k > V) {
-    throw ConfigError("[sample] top-k: expected 0.." + std::to_string(V) + ", got " + std::to_string(opt.top_k));
-  }
+std::vector<Sample> generate(model::GptImpl& model, const std::vector<int32_t>& context, const GenerateOptions& opt,
+                             int64_t n) {
+  check_options(model, opt);
   if (context.empty()) throw ConfigError("[sample] context: expected at least one token, got none");
+  if (static_cast<int64_t>(context.size()) > model.config().max_seq_len) {
+    throw ConfigError("[sample] context: expected at most max_seq_len=" + std::to_string(model.config().max_seq_len) +
+                      " tokens, got " + std::to_string(context.size()) + ". Hint: fit_prompt keeps the last ones.");
+  }
+  if (n < 1) throw ConfigError("[sample] samples: expected >= 1, got " + std::to_string(n));
   model.eval();
-  std::mt19937_64 rng(opt.seed);
-  std::vector<int32_t> out;
-  for (int64_t i = 0; i < opt.max_new_tokens; ++i) {
-    auto logits = last_logits(model, context);  // (V) float64
-    int32_t next;
-    if (opt.temperature == 0.0) {
-      next = static_cast<int32_t>(logits.argmax().item<int64_t>());
-    } else {
-      auto probs = torch::softmax(logits / opt.temperature, 0);  // (V)
-      if (opt.top_k > 0) {
-        auto kth = std::get<0>(probs.topk(opt.top_k)).min();
-        probs = torch::where(probs >= kth, probs, torch::zeros_like(probs));
-        probs = probs / probs.sum();
-      }
-      // Inverse-CDF draw with our own RNG: reproducible across LibTorch versions.
-      auto p = probs.contiguous();
-      const double* pp = p.data_ptr<double>();
-      double total = 0.0;
-      for (int64_t v = 0; v < V; ++v) total += pp[v];
-      double u = std::uniform_real_distribution<double>(0.0, 1.0)(rng) * total;
-      next = static_cast<int32_t>(V - 1);
-      for (int64_t v = 0; v < V; ++v) {
-        u -= pp[v];
-        if (u < 0.0 && pp[v] > 0.0) {
-          next = static_cast<int32_t>(v);
-          break;
-        }
-      }
-    }
-    out.push_back(next);
-    context.push_back(next);
-    if (next == opt.stop_id) break;
+  torch::NoGradGuard no_grad;
+  model::KvCache prompt_cache;
+  const torch::Tensor first = opt.use_cache
+                                  ? model.forward_cached(ids_tensor(context), prompt_cache).squeeze(0).to(torch::kFloat64)
+                                  : full_logits(model, context);
+  std::vector<Sample> out;
+  for (int64_t i = 0; i < n; ++i) {
+    out.push_back(continue_sample(model, context, i + 1 < n ? prompt_cache.clone() : std::move(prompt_cache), first,
+                                  opt, opt.seed + static_cast<uint64_t>(i)));
   }
   return out;
+}
+
+std::vector<int32_t> fit_prompt(const std::vector<int32_t>& context, int64_t max_seq_len, bool no_truncate,
+                                int64_t& dropped) {
+  dropped = std::max<int64_t>(0, static_cast<int64_t>(context.size()) - max_seq_len);
+  if (dropped > 0 && no_truncate) {
+    throw ConfigError("[sample] prompt: expected at most max_seq_len=" + std::to_string(max_seq_len) +
+                      " tokens (line start included), got " + std::to_string(context.size()) +
+                      ". Hint: shorten it, or drop --no-truncate to keep its last " + std::to_string(max_seq_len) + ".");
+  }
+  return {context.begin() + dropped, context.end()};
+}
+
+std::string to_string(StopReason r) {
+  switch (r) {
+    case StopReason::kEndOfText: return "end of text";
+    case StopReason::kStopString: return "stop string";
+    case StopReason::kLength: break;
+  }
+  return "length";
 }
 
 std::vector<int32_t> prompt_context(const tokenizer::Tokenizer& tok, const std::string& prompt) {
