@@ -23,6 +23,10 @@ void add_checkpoint_commands(CLI::App& app);
 void add_plot_commands(CLI::App& app);
 void add_inspect_commands(CLI::App& app);
 void add_finetune_commands(CLI::App& app);
+/// `inspect probs|neighbours|positions|params|shapes` (cmd_inspect.cpp).
+void add_reading_commands(CLI::App& inspect);
+/// `train --dry-run`: one batch through a freshly initialised model of `cfg`, stage by stage; writes nothing.
+void run_dry_run(const config::RunConfig& cfg);
 
 /// The TrainJob of a config (cmd_train.cpp); `resume` is resolved, warning about changed settings.
 train::TrainJob make_train_job(const config::RunConfig& cfg, const std::string& yaml, bool overwrite,

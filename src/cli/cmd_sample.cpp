@@ -8,6 +8,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "cli/app.h"
+#include "inspect/params.h"
 #include "sample/sampler.h"
 #include "util/errors.h"
 #include "util/threads.h"
@@ -28,13 +29,6 @@ std::string render(const tokenizer::Tokenizer& tok, const std::vector<int32_t>& 
     }
   }
   return out + tok.decode(run);
-}
-
-// Left-aligns UTF-8 text in `width` columns (counting code points, so "▁the" is 4 wide, not 6).
-std::string pad(const std::string& s, size_t width) {
-  size_t cols = 0;
-  for (unsigned char c : s) cols += (c & 0xC0) != 0x80;
-  return s + std::string(cols < width ? width - cols : 0, ' ');
 }
 
 // Times generation with the cache and by full recompute (same options and seed; the texts must match).
@@ -115,9 +109,9 @@ void add_sample_commands(CLI::App& app) {
     auto probs = sample::next_token_probs(*ck.model, context);
     std::cout << "checkpoint " << ck.dir.string() << " (step " << ck.state.step << ")\n";
     std::cout << "next-token distribution after \"" << o->prompt << "\" (" << context.size() << " context tokens)\n";
-    std::printf("%5s  %s %7s  %9s\n", "rank", pad("piece", 20).c_str(), "id", "prob");
+    std::printf("%5s  %s %7s  %9s\n", "rank", inspect::pad("piece", 20).c_str(), "id", "prob");
     for (const auto& row : sample::top_k(probs, o->top_k, tok)) {
-      std::printf("%5d  %s %7d  %9.6f\n", row.rank, pad(row.piece, 20).c_str(), row.id, row.prob);
+      std::printf("%5d  %s %7d  %9.6f\n", row.rank, inspect::pad(row.piece, 20).c_str(), row.id, row.prob);
     }
     if (o->gen.max_new_tokens == 0) return;
     if (o->stop_eos) o->gen.stop_id = tok.eos_id();

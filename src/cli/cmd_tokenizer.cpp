@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "cli/app.h"
+#include "tokenizer/stats.h"
 #include "data/prepare.h"
 #include "tokenizer/tokenizer.h"
 #include "util/errors.h"
@@ -46,6 +47,45 @@ void add_tokenizer_commands(CLI::App& app) {
     tokenizer::Tokenizer tok(t->model);
     std::cout << "trained " << tok.vocab_size() << "-piece " << t->model_type << " tokenizer -> " << t->model
               << " (sha256 " << tok.sha256().substr(0, 12) << ")\n";
+  });
+
+  struct StatsOpts {
+    std::string corpus, sizes = "1000,2000,4000,8000,16000", model_type = "bpe", config;
+    tokenizer::StatsOptions opt;
+  };
+  auto st = std::make_shared<StatsOpts>();
+  auto* stats = tokcmd->add_subcommand("stats", "Train tokenizers of several sizes on a sample; compare them on held-out text");
+  stats->add_option("--corpus", st->corpus, "UTF-8 text, one unit per line (e.g. data/kjv/train.txt)")->required();
+  stats->add_option("--sizes", st->sizes, "vocabulary sizes to compare")->capture_default_str();
+  stats->add_option("--model-type", st->model_type, "bpe | unigram")->capture_default_str();
+  stats->add_option("--character-coverage", st->opt.base.character_coverage, "fraction of characters covered")
+      ->capture_default_str()->check(CLI::Range(0.5, 1.0));
+  stats->add_option("--sample-bytes", st->opt.sample_bytes, "training text taken from the corpus")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  stats->add_option("--heldout-every", st->opt.heldout_every, "every n-th line is held out")
+      ->capture_default_str()->check(CLI::Range(2, 1000));
+  stats->add_option("-c,--config", st->config, "YAML config whose model section sizes the embedding share (default: defaults)");
+  stats->add_option("--threads", st->opt.threads, "trainer threads")->capture_default_str()->check(CLI::PositiveNumber);
+  stats->callback([st] {
+    st->opt.base.model_type = tokenizer::parse_model_type(st->model_type);
+    if (!st->config.empty()) st->opt.model = config::load_config(st->config, {}).model;  // else GptConfig defaults
+    st->opt.sizes.clear();
+    std::stringstream ss(st->sizes);
+    for (std::string item; std::getline(ss, item, ',');) {
+      size_t used = 0;
+      int v = 0;
+      try {
+        v = std::stoi(item, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used != item.size() || used == 0 || v < 8) {
+        throw ConfigError("[tokenizer] --sizes: expected comma-separated sizes >= 8, got '" + item + "'");
+      }
+      st->opt.sizes.push_back(v);
+    }
+    auto report = tokenizer::tokenizer_stats(st->corpus, st->opt);
+    std::cout << "corpus " << st->corpus << "\n" << tokenizer::format_stats(report, st->opt);
   });
 
   struct CodecOpts {

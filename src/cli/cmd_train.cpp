@@ -48,7 +48,7 @@ void add_train_commands(CLI::App& app) {
   struct Opts {
     std::string config;
     std::vector<std::string> overrides;
-    bool dump = false, list_keys = false, overwrite = false;
+    bool dump = false, list_keys = false, overwrite = false, dry_run = false;
     std::string resume;
   };
   auto o = std::make_shared<Opts>();
@@ -61,6 +61,7 @@ void add_train_commands(CLI::App& app) {
                     "or a checkpoint/run directory");
   train->add_flag("--overwrite", o->overwrite, "delete checkpoints of an earlier run in run.dir instead of refusing to start");
   train->add_flag("--list-keys", o->list_keys, "print every config key with its meaning and exit");
+  train->add_flag("--dry-run", o->dry_run, "push one batch through the configured model, print every stage's shape, exit");
   train->callback([o] {
     if (o->list_keys) {
       for (auto& [k, help] : config::config_keys()) std::cout << k << "\t" << help << "\n";
@@ -72,6 +73,7 @@ void add_train_commands(CLI::App& app) {
       std::cout << yaml;
       return;
     }
+    if (o->dry_run) return run_dry_run(cfg);
     train::TrainJob job = make_train_job(cfg, yaml, o->overwrite, o->resume);
     spdlog::info("run dir {}, config {}", cfg.run.dir, o->config.empty() ? "(defaults)" : o->config);
     auto result = train::run_training(job);

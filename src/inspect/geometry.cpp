@@ -1,0 +1,181 @@
+#include "inspect/geometry.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "inspect/params.h"
+#include "model/positions.h"
+#include "util/errors.h"
+
+namespace lm::inspect {
+
+int32_t find_piece(const tokenizer::Tokenizer& tok, const std::string& text) {
+  for (const std::string& candidate : {"\xE2\x96\x81" + text, text}) {  // the word first
+    const int32_t id = tok.piece_to_id(candidate);
+    if (id >= 0 && id != tok.unk_id() && tok.piece(id) == candidate) return id;
+  }
+  throw ConfigError("[inspect] piece: expected a piece of the vocabulary, got '" + text + "' (tried '" + text + "' and '\xE2\x96\x81" +
+                    text + "'). Hint: `lmtrain tokenizer encode --pieces --text ...` shows how text splits.");
+}
+
+torch::Tensor cosine_matrix(const torch::Tensor& x) {
+  auto n = torch::nn::functional::normalize(x.to(torch::kFloat64), torch::nn::functional::NormalizeFuncOptions().dim(1));
+  return n.matmul(n.t());
+}
+
+std::vector<Neighbour> nearest(const torch::Tensor& table, const torch::Tensor& query, int k,
+                               const std::vector<int32_t>& exclude, const tokenizer::Tokenizer& tok) {
+  torch::NoGradGuard no_grad;
+  const int64_t V = table.size(0);
+  if (k < 1 || k > V) throw ConfigError("[inspect] neighbours: -k expected 1.." + std::to_string(V) + ", got " + std::to_string(k));
+  auto t = table.to(torch::kFloat64);
+  auto q = query.to(torch::kFloat64);
+  auto cos = t.matmul(q) / (t.norm(2, 1) * q.norm()).clamp_min(1e-300);  // (V)
+  for (int32_t id : exclude) cos[id] = -2.0;                             // below any cosine
+  auto [vals, idx] = cos.topk(std::min<int64_t>(V, k + static_cast<int64_t>(exclude.size())));
+  std::vector<Neighbour> out;
+  for (int64_t i = 0; i < vals.size(0) && static_cast<int>(out.size()) < k; ++i) {
+    if (vals[i].item<double>() < -1.5) break;
+    const auto id = static_cast<int32_t>(idx[i].item<int64_t>());
+    out.push_back({id, tok.piece(id), vals[i].item<double>()});
+  }
+  return out;
+}
+
+std::string format_neighbours(const std::string& title, const std::vector<Neighbour>& list) {
+  std::string out = title + "\n";
+  char buf[160];
+  for (size_t i = 0; i < list.size(); ++i) {
+    std::snprintf(buf, sizeof buf, "%4zu  %s %7d  cos %.4f\n", i + 1, pad(list[i].piece, 20).c_str(), list[i].id, list[i].cosine);
+    out += buf;
+  }
+  return out;
+}
+
+std::string format_neighbour_change(const std::vector<Neighbour>& before, const std::vector<Neighbour>& after) {
+  auto rank_in = [](const std::vector<Neighbour>& l, int32_t id) {
+    for (size_t i = 0; i < l.size(); ++i) {
+      if (l[i].id == id) return static_cast<int>(i + 1);
+    }
+    return 0;
+  };
+  std::string out;
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "%4s  %-20s %-10s | %-20s %-10s %s\n", "rank", "A", "cos", "B", "cos", "rank of B's piece in A");
+  out += buf;
+  int kept = 0;
+  for (size_t i = 0; i < std::max(before.size(), after.size()); ++i) {
+    const bool has_a = i < before.size(), has_b = i < after.size();
+    const int was = has_b ? rank_in(before, after[i].id) : 0;
+    kept += was > 0;
+    std::snprintf(buf, sizeof buf, "%4zu  %s %-10s | %s %-10s %s\n", i + 1, pad(has_a ? before[i].piece : "", 20).c_str(),
+                  has_a ? std::to_string(before[i].cosine).substr(0, 6).c_str() : "", pad(has_b ? after[i].piece : "", 20).c_str(),
+                  has_b ? std::to_string(after[i].cosine).substr(0, 6).c_str() : "",
+                  !has_b ? "" : was ? std::to_string(was).c_str() : "new");
+    out += buf;
+  }
+  std::snprintf(buf, sizeof buf, "overlap: %d of %zu neighbours in both lists\n", kept, after.size());
+  return out + buf;
+}
+
+namespace {
+
+// Mean cosine between positions i and i+d, for d = 1, 2, 4, ... < T.
+std::vector<std::pair<int64_t, double>> cosine_by_distance(const torch::Tensor& cos) {
+  std::vector<std::pair<int64_t, double>> out;
+  for (int64_t d = 1; d < cos.size(0); d *= 2) out.emplace_back(d, cos.diagonal(d).mean().item<double>());
+  return out;
+}
+
+}  // namespace
+
+std::string format_positions(model::GptImpl& model, const std::vector<int64_t>& positions, const std::vector<int64_t>& dims) {
+  torch::NoGradGuard no_grad;
+  const auto& a = model.config();
+  const bool learned = a.positions == model::Positions::kLearned;
+  for (int64_t p : positions) {
+    if (p < 0 || (learned && p >= a.max_seq_len)) {
+      throw ConfigError("[inspect] positions: expected 0.." + std::to_string(a.max_seq_len - 1) +
+                        (learned ? " (learned table)" : "") + ", got " + std::to_string(p));
+    }
+  }
+  for (int64_t d : dims) {
+    if (d < 0 || d >= a.d_model) throw ConfigError("[inspect] dims: expected 0.." + std::to_string(a.d_model - 1) + ", got " + std::to_string(d));
+  }
+  std::string out;
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%s positions, max_seq_len %lld, d_model %lld%s\n", learned ? "learned" : "sinusoidal",
+                static_cast<long long>(a.max_seq_len), static_cast<long long>(a.d_model),
+                learned ? " (rows of pos_emb.weight)" : " (PE(p,2i) = sin(p/10000^(2i/C)), PE(p,2i+1) = cos(...); any p)");
+  out += buf;
+  const int64_t last = *std::max_element(positions.begin(), positions.end());
+  const torch::Tensor table = model.pos_emb->forward(std::max(last + 1, a.max_seq_len), 0).to(torch::kFloat64);  // (N,C)
+  out += "\n   pos  norm    ";
+  for (int64_t d : dims) {
+    std::snprintf(buf, sizeof buf, " %8s", ("d" + std::to_string(d)).c_str());
+    out += buf;
+  }
+  out += "\n";
+  for (int64_t p : positions) {
+    std::snprintf(buf, sizeof buf, "%6lld  %7.4f ", static_cast<long long>(p), table[p].norm().item<double>());
+    out += buf;
+    for (int64_t d : dims) {
+      std::snprintf(buf, sizeof buf, " %8.4f", table[p][d].item<double>());
+      out += buf;
+    }
+    out += "\n";
+  }
+  auto idx = torch::tensor(positions);
+  auto cos = cosine_matrix(table.index_select(0, idx));
+  out += "\ncosine similarity between these positions\n      ";
+  for (int64_t p : positions) {
+    std::snprintf(buf, sizeof buf, " %6lld", static_cast<long long>(p));
+    out += buf;
+  }
+  out += "\n";
+  for (size_t i = 0; i < positions.size(); ++i) {
+    std::snprintf(buf, sizeof buf, "%6lld", static_cast<long long>(positions[i]));
+    out += buf;
+    for (size_t j = 0; j < positions.size(); ++j) {
+      std::snprintf(buf, sizeof buf, " %6.3f", cos[static_cast<int64_t>(i)][static_cast<int64_t>(j)].item<double>());
+      out += buf;
+    }
+    out += "\n";
+  }
+  // structure over the whole table [0, max_seq_len)
+  const auto own = cosine_matrix(table.narrow(0, 0, a.max_seq_len));
+  const auto sin = cosine_matrix(model::sinusoidal_table(a.max_seq_len, a.d_model));
+  out += "\nmean cosine between positions p and p+d (whole table):\n     d";
+  const auto mine = cosine_by_distance(own), ref = cosine_by_distance(sin);
+  for (auto& [d, c] : mine) {
+    std::snprintf(buf, sizeof buf, " %7lld", static_cast<long long>(d));
+    out += buf;
+  }
+  out += std::string("\n") + (learned ? "learned" : "  table");
+  for (auto& [d, c] : mine) {
+    std::snprintf(buf, sizeof buf, " %7.3f", c);
+    out += buf;
+  }
+  out += "\n";
+  if (learned) {
+    out += "    sin";
+    for (auto& [d, c] : ref) {
+      std::snprintf(buf, sizeof buf, " %7.3f", c);
+      out += buf;
+    }
+    // how close to sinusoidal: correlation of the two similarity structures (off-diagonal entries)
+    auto mask = torch::ones_like(own, torch::kBool).triu(1);
+    auto x = own.masked_select(mask), y = sin.masked_select(mask);
+    x = x - x.mean();
+    y = y - y.mean();
+    const double r = (x * y).sum().item<double>() / std::sqrt((x * x).sum().item<double>() * (y * y).sum().item<double>());
+    std::snprintf(buf, sizeof buf,
+                  "\ncloseness to sinusoidal: correlation of the two position-similarity matrices r = %.3f "
+                  "(1 = same structure, 0 = unrelated)\n",
+                  r);
+    out += buf;
+  }
+  return out;
+}
+
+}  // namespace lm::inspect

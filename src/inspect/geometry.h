@@ -1,0 +1,42 @@
+// Embedding geometry: cosine nearest neighbours of a piece (and a - b + c analogies) in the token table
+// or an untied head, how a neighbour list changed between checkpoints, and the position vectors.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/gpt.h"
+#include "tokenizer/tokenizer.h"
+
+namespace lm::inspect {
+
+struct Neighbour {
+  int32_t id = 0;
+  std::string piece;
+  double cosine = 0.0;
+};
+
+/// The id of a piece given as the piece itself ("▁God") or as a word ("God" -> "▁God"). Throws
+/// ConfigError naming both spellings when neither is in the vocabulary.
+int32_t find_piece(const tokenizer::Tokenizer& tok, const std::string& text);
+
+/// The k rows of table (V,C) most cosine-similar to query (C), most similar first, skipping `exclude`.
+std::vector<Neighbour> nearest(const torch::Tensor& table, const torch::Tensor& query, int k,
+                               const std::vector<int32_t>& exclude, const tokenizer::Tokenizer& tok);
+
+std::string format_neighbours(const std::string& title, const std::vector<Neighbour>& list);
+
+/// Side-by-side lists of one piece in two checkpoints: rank in each, entries that joined or left.
+std::string format_neighbour_change(const std::vector<Neighbour>& before, const std::vector<Neighbour>& after);
+
+/// `inspect positions`: the vectors at the chosen positions and dimensions, the cosine similarity between
+/// positions (matrix and by distance), and for learned positions how close they are to sinusoidal ones.
+std::string format_positions(model::GptImpl& model, const std::vector<int64_t>& positions, const std::vector<int64_t>& dims);
+
+/// Cosine similarity matrix of the rows of x (N,C) -> (N,N).
+torch::Tensor cosine_matrix(const torch::Tensor& x);
+
+}  // namespace lm::inspect

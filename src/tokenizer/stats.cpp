@@ -1,0 +1,148 @@
+#include "tokenizer/stats.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+
+#include "inspect/params.h"
+#include "util/errors.h"
+#include "util/fs.h"
+
+namespace lm::tokenizer {
+namespace fs = std::filesystem;
+
+namespace {
+
+int64_t code_points(const std::string& s) {
+  int64_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+int64_t words(const std::string& s) {
+  int64_t n = 0;
+  bool in_word = false;
+  for (unsigned char c : s) {
+    const bool space = c == ' ' || c == '\t' || c == '\r';
+    n += !space && !in_word;
+    in_word = !space;
+  }
+  return n;
+}
+
+// A scratch directory removed on every exit path.
+struct TempDir {
+  fs::path path;
+  TempDir() : path(fs::temp_directory_path() / ("lmtrain-tokstats-" + std::to_string(::getpid()))) {
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+}  // namespace
+
+StatsReport tokenizer_stats(const fs::path& corpus, const StatsOptions& opt) {
+  if (!fs::is_regular_file(corpus)) {
+    throw DataError("[tokenizer] stats corpus missing: expected a text file, got '" + corpus.string() + "'");
+  }
+  std::ifstream in(corpus);
+  std::vector<std::string> heldout;
+  std::string sample, line;
+  StatsReport r;
+  for (int64_t i = 0; std::getline(in, line);) {
+    if (line.empty()) continue;
+    if (++i % opt.heldout_every == 0) {
+      heldout.push_back(line);
+    } else if (static_cast<int64_t>(sample.size()) < opt.sample_bytes) {
+      sample += line + "\n";
+      ++r.sample_lines;
+    }
+  }
+  if (heldout.empty() || sample.empty()) {
+    throw DataError("[tokenizer] stats: expected at least " + std::to_string(opt.heldout_every) + " non-empty lines in " +
+                    corpus.string() + " (every " + std::to_string(opt.heldout_every) + "th is held out)");
+  }
+  r.sample_bytes = static_cast<int64_t>(sample.size());
+  r.heldout_lines = static_cast<int64_t>(heldout.size());
+  for (auto& l : heldout) {
+    r.heldout_chars += code_points(l);
+    r.heldout_words += words(l);
+  }
+  TempDir tmp;
+  const fs::path sample_file = tmp.path / "sample.txt";
+  util::atomic_write_file(sample_file, sample);
+  for (int v : opt.sizes) {
+    SizeStats s;
+    s.vocab_size = v;
+    TokenizerConfig cfg = opt.base;
+    cfg.vocab_size = v;
+    const fs::path model_file = tmp.path / ("v" + std::to_string(v) + ".model");
+    auto t0 = std::chrono::steady_clock::now();
+    try {
+      train_tokenizer(sample_file, model_file, cfg, opt.threads);
+    } catch (const DataError& e) {
+      s.error = e.what();
+      r.sizes.push_back(s);
+      continue;
+    }
+    s.train_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    Tokenizer tok(model_file);
+    int64_t tokens = 0, over = 0;
+    for (auto& l : heldout) {
+      const auto n = static_cast<int64_t>(tok.encode(l).size());
+      tokens += n;
+      over += n > opt.model.max_seq_len;
+    }
+    s.tokens_per_char = static_cast<double>(tokens) / static_cast<double>(r.heldout_chars);
+    s.tokens_per_word = static_cast<double>(tokens) / static_cast<double>(std::max<int64_t>(1, r.heldout_words));
+    s.mean_line_tokens = static_cast<double>(tokens) / static_cast<double>(r.heldout_lines);
+    s.lines_over_context = static_cast<double>(over) / static_cast<double>(r.heldout_lines);
+    model::GptConfig arch = opt.model;
+    arch.vocab_size = tok.vocab_size();
+    const auto pc = inspect::count_params(arch);
+    s.embedding_params = pc.embedding;
+    s.embedding_share = static_cast<double>(pc.embedding) / static_cast<double>(pc.total);
+    r.sizes.push_back(s);
+  }
+  return r;
+}
+
+std::string format_stats(const StatsReport& r, const StatsOptions& opt) {
+  std::string out;
+  char buf[512];
+  const auto& m = opt.model;
+  std::snprintf(buf, sizeof buf,
+                "%s tokenizers trained on %lld lines (%lld bytes); measured on %lld held-out lines (every %lldth): "
+                "%lld characters, %lld words\nmodel size for the embedding share: C=%lld L=%lld H=%lld T=%lld, %s head\n\n",
+                to_string(opt.base.model_type).c_str(), static_cast<long long>(r.sample_lines),
+                static_cast<long long>(r.sample_bytes), static_cast<long long>(r.heldout_lines),
+                static_cast<long long>(opt.heldout_every), static_cast<long long>(r.heldout_chars),
+                static_cast<long long>(r.heldout_words), static_cast<long long>(m.d_model), static_cast<long long>(m.n_layers),
+                static_cast<long long>(m.n_heads), static_cast<long long>(m.max_seq_len), m.tie_embeddings ? "tied" : "untied");
+  out += buf;
+  std::snprintf(buf, sizeof buf, "%7s %10s %10s %14s %12s %14s %9s %7s\n", "vocab", "tok/char", "tok/word", "tokens/line",
+                "lines > T", "embedding", "share", "train");
+  out += buf;
+  for (const auto& s : r.sizes) {
+    if (!s.error.empty()) {
+      std::snprintf(buf, sizeof buf, "%7d  not trainable on this sample: %s\n", s.vocab_size, s.error.c_str());
+      out += buf;
+      continue;
+    }
+    std::snprintf(buf, sizeof buf, "%7d %10.4f %10.3f %7.1f / %-4lld %11.2f%% %14s %8.1f%% %6.1fs\n", s.vocab_size, s.tokens_per_char,
+                  s.tokens_per_word, s.mean_line_tokens, static_cast<long long>(m.max_seq_len), 100.0 * s.lines_over_context,
+                  inspect::with_commas(s.embedding_params).c_str(), 100.0 * s.embedding_share, s.train_seconds);
+    out += buf;
+  }
+  out += "\nfewer tokens per character = shorter sequences (more text per context window, less compute per\n"
+         "character); a bigger vocabulary costs V x C embedding parameters and rarer rows that train less.\n";
+  return out;
+}
+
+}  // namespace lm::tokenizer
