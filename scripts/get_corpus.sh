@@ -4,7 +4,8 @@
 #               val = the last ~10% of verses (a contiguous tail), train = the rest.
 #   debian-faq  The Debian FAQ in English (package debian-faq), one paragraph per line;
 #               val = the last ~10% of paragraphs.
-# Usage: scripts/get_corpus.sh kjv|debian-faq
+#   debian-faq-ko  The Debian FAQ in Korean (package debian-faq-ko), the same way.
+# Usage: scripts/get_corpus.sh kjv|debian-faq|debian-faq-ko
 set -euo pipefail
 cd "$(dirname "$0")/.."
 name="${1:-kjv}"
@@ -32,17 +33,21 @@ case "$name" in
     bible -f gen1:1-rev22:21 | sed -E 's/^[0-9]?[A-Za-z]+[0-9]+:[0-9]+ //' | grep -v '^[[:space:]]*$' > "$out/all.txt"
     split "$out/all.txt" "$out"
     ;;
-  debian-faq)
-    need debian-faq
-    txt=/usr/share/doc/debian/FAQ/debian-faq.en.txt.gz
-    [ -f "$txt" ] || txt=/usr/share/doc/debian/FAQ/debian-faq.txt.gz
+  debian-faq|debian-faq-ko)
+    need "$name"
+    if [ "$name" = debian-faq-ko ]; then
+      txt=/usr/share/doc/debian/FAQ/debian-faq.ko.txt.gz
+    else
+      txt=/usr/share/doc/debian/FAQ/debian-faq.en.txt.gz
+      [ -f "$txt" ] || txt=/usr/share/doc/debian/FAQ/debian-faq.txt.gz
+    fi
     # Paragraph mode: rejoin the wrapped lines of each paragraph into one line.
     zcat "$txt" | awk 'BEGIN { RS = ""; ORS = "\n" } { gsub(/[ \t]*\n[ \t]*/, " "); gsub(/[ \t]+/, " "); sub(/^[ \t]+/, ""); print }' \
       | grep -v '^[[:space:]]*$' > "$out/all.txt"
     split "$out/all.txt" "$out"
     ;;
   *)
-    echo "usage: $0 kjv|debian-faq" >&2
+    echo "usage: $0 kjv|debian-faq|debian-faq-ko" >&2
     exit 2
     ;;
 esac

@@ -115,25 +115,32 @@ void add_sample_commands(CLI::App& app) {
     }
     if (o->gen.max_new_tokens == 0) return;
     if (o->stop_eos) o->gen.stop_id = tok.eos_id();
-    auto first_stop = [&](const std::string& text) {
-      size_t at = std::string::npos;
-      for (auto& s : o->stops) at = std::min(at, text.find(s));
-      return at;
-    };
     if (!o->stops.empty()) {
-      o->gen.stop_when = [&](const std::vector<int32_t>& ids) { return first_stop(render(tok, ids)) != std::string::npos; };
+      o->gen.stop_when = [&](const std::vector<int32_t>& ids) {
+        const std::string text = render(tok, ids);
+        return std::any_of(o->stops.begin(), o->stops.end(), [&](const std::string& s) { return text.find(s) != std::string::npos; });
+      };
     }
-    const std::string prompt_text = render(tok, {context.begin() + (context.front() == tok.eos_id() ? 1 : 0), context.end()});
+    const std::vector<int32_t> prompt(context.begin() + (context.front() == tok.eos_id() ? 1 : 0), context.end());
+    const size_t prompt_chars = render(tok, prompt).size();
     auto samples = sample::generate(*ck.model, context, o->gen, o->samples);
     for (size_t i = 0; i < samples.size(); ++i) {
       const auto& s = samples[i];
-      std::string text = render(tok, s.ids);
-      if (s.stop == sample::StopReason::kStopString) text = text.substr(0, first_stop(text));
+      // decode prompt and sample together (a piece's word-start space survives); the end-of-text token
+      // that stopped a sample is not printed, nor is a stop string
+      std::vector<int32_t> all = prompt;
+      all.insert(all.end(), s.ids.begin(), s.ids.end() - (s.stop == sample::StopReason::kEndOfText ? 1 : 0));
+      std::string text = render(tok, all);
+      if (s.stop == sample::StopReason::kStopString) {
+        size_t at = std::string::npos;
+        for (auto& stop : o->stops) at = std::min(at, text.find(stop, std::min(prompt_chars, text.size())));
+        text = text.substr(0, at);
+      }
       std::cout << "\nsample " << i + 1 << " of " << samples.size() << ": " << s.ids.size() << " tokens, stopped by "
                 << sample::to_string(s.stop) << " (temperature " << o->gen.temperature << ", top-k " << o->gen.top_k
                 << ", top-p " << o->gen.top_p << ", seed " << o->gen.seed + i
                 << (s.window_slides ? ", window slid " + std::to_string(s.window_slides) + "x" : "") << "):\n";
-      std::cout << prompt_text << text << "\n";
+      std::cout << text << "\n";
     }
     std::fflush(stdout);
   });

@@ -74,16 +74,16 @@ std::string format_params(const model::GptConfig& cfg, const ParamCount& pc) {
   std::snprintf(buf, sizeof buf, "%-16s %-48s %14s %7s\n", "module", "shape", "parameters", "share");
   out += buf;
   for (const auto& l : pc.lines) {
-    // blocks beyond the first are summarised: they are identical
+    // blocks beyond the first are summarised (they are identical), just before ln_f
     if (l.name.rfind("blocks.", 0) == 0 && l.name.rfind("blocks.0.", 0) != 0) continue;
+    if (l.name == "ln_f" && cfg.n_layers > 1) {
+      const int64_t more = pc.per_block * (cfg.n_layers - 1);
+      std::snprintf(buf, sizeof buf, "%-16s %-48s %14s %6.2f%%\n", ("blocks.1-" + std::to_string(cfg.n_layers - 1)).c_str(),
+                    (std::to_string(cfg.n_layers - 1) + " more blocks like blocks.0").c_str(), with_commas(more).c_str(), pct(more));
+      out += buf;
+    }
     std::snprintf(buf, sizeof buf, "%-16s %-48s %14s %6.2f%%\n", l.name.c_str(), l.shapes.c_str(),
                   with_commas(l.count).c_str(), pct(l.count));
-    out += buf;
-  }
-  if (cfg.n_layers > 1) {
-    std::snprintf(buf, sizeof buf, "%-16s %-48s %14s %6.2f%%\n", ("blocks.1-" + std::to_string(cfg.n_layers - 1)).c_str(),
-                  (std::to_string(cfg.n_layers - 1) + " more blocks like blocks.0").c_str(),
-                  with_commas(pc.per_block * (cfg.n_layers - 1)).c_str(), pct(pc.per_block * (cfg.n_layers - 1)));
     out += buf;
   }
   std::snprintf(buf, sizeof buf, "%-16s %-48s %14s\n\n", "total", "", with_commas(pc.total).c_str());
