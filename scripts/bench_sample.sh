@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CKPT=${1:-runs/kjv-small}
-REPEATS=${2:-3}
+REPEATS=${2:-5}
 bash scripts/setup.sh lmtrain >/dev/null
 if [ "$CKPT" = runs/kjv-small ] && [ ! -f runs/kjv-small/latest ]; then bash scripts/quickstart.sh; fi
 # 15 pieces of KJV text + the implied line start = 16 prompt tokens with the quickstart tokenizer

@@ -32,26 +32,29 @@ std::string render(const tokenizer::Tokenizer& tok, const std::vector<int32_t>& 
 }
 
 // Times generation with the cache and by full recompute (same options and seed; the texts must match).
+// The two paths alternate, run by run, so a noisy machine slows both alike; medians are reported.
 void bench(model::GptImpl& model, const std::vector<int32_t>& context, sample::GenerateOptions gen, int repeats) {
   gen.stop_id = -1;
   gen.stop_when = nullptr;
-  auto time_path = [&](bool cached, std::vector<int32_t>& ids) {
-    gen.use_cache = cached;
-    std::vector<double> ms;
-    for (int r = 0; r < repeats; ++r) {
+  std::vector<double> ms[2];
+  std::vector<int32_t> ids[2];
+  for (int r = 0; r < repeats; ++r) {
+    for (int cached = 0; cached < 2; ++cached) {
+      gen.use_cache = cached == 1;
       auto t0 = std::chrono::steady_clock::now();
-      ids = sample::generate(model, context, gen).front().ids;
-      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() /
-                   static_cast<double>(ids.size()));
+      ids[cached] = sample::generate(model, context, gen).front().ids;
+      ms[cached].push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() /
+                           static_cast<double>(ids[cached].size()));
     }
-    std::sort(ms.begin(), ms.end());
-    return ms[ms.size() / 2];
+  }
+  if (ids[0] != ids[1]) throw Error(ExitCode::kInternal, "[sample] bench: the cached and recomputed texts differ");
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
   };
-  std::vector<int32_t> a, b;
-  const double full = time_path(false, b), cached = time_path(true, a);
-  if (a != b) throw Error(ExitCode::kInternal, "[sample] bench: the cached and recomputed texts differ");
-  std::printf("prompt %zu tokens (line start included), %zu new tokens, median of %d runs each\n", context.size(),
-              a.size(), repeats);
+  const double full = median(ms[0]), cached = median(ms[1]);
+  std::printf("prompt %zu tokens (line start included), %zu new tokens, median of %d alternating runs per path\n",
+              context.size(), ids[1].size(), repeats);
   std::printf("kv cache:       %8.3f ms/token\nfull recompute: %8.3f ms/token\nspeed-up:       %8.1fx\n", cached, full,
               full / cached);
 }

@@ -11,19 +11,23 @@ CausalSelfAttentionImpl::CausalSelfAttentionImpl(int64_t C, int64_t H) : H_(H) {
   proj = register_module("proj", torch::nn::Linear(C, C));
 }
 
+void KvLayer::reserve(int64_t n, const torch::Tensor& like) {
+  const int64_t cap = k_buf.defined() ? k_buf.size(2) : 0;
+  if (n <= cap) return;
+  auto sizes = like.sizes().vec();
+  sizes[2] = std::max(n, 2 * cap);
+  auto grow = [&](const torch::Tensor& old) {
+    auto buf = torch::empty(sizes, like.options().memory_format(torch::MemoryFormat::Contiguous));
+    if (len > 0) buf.narrow(2, 0, len).copy_(old.narrow(2, 0, len));
+    return buf;
+  };
+  k_buf = grow(k_buf);
+  v_buf = grow(v_buf);
+}
+
 void KvLayer::append(const torch::Tensor& k, const torch::Tensor& v) {
-  const int64_t T = k.size(2), cap = k_buf.defined() ? k_buf.size(2) : 0;
-  if (len + T > cap) {
-    auto sizes = k.sizes().vec();
-    sizes[2] = std::max(len + T, 2 * cap);
-    auto grow = [&](const torch::Tensor& old) {
-      auto buf = torch::empty(sizes, k.options());
-      if (len > 0) buf.narrow(2, 0, len).copy_(old.narrow(2, 0, len));
-      return buf;
-    };
-    k_buf = grow(k_buf);
-    v_buf = grow(v_buf);
-  }
+  const int64_t T = k.size(2);
+  reserve(len + T, k);
   k_buf.narrow(2, len, T).copy_(k);
   v_buf.narrow(2, len, T).copy_(v);
   len += T;

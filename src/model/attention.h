@@ -13,6 +13,8 @@ struct KvLayer {
   int64_t length() const { return len; }
   /// Appends k, v (B,H,T,D).
   void append(const torch::Tensor& k, const torch::Tensor& v);
+  /// Makes room for `n` positions in total, keeping the cached ones. `like` (B,H,*,D) gives the shape.
+  void reserve(int64_t n, const torch::Tensor& like);
   torch::Tensor keys() const { return k_buf.narrow(2, 0, len); }    // (B,H,len,D)
   torch::Tensor values() const { return v_buf.narrow(2, 0, len); }  // (B,H,len,D)
 };

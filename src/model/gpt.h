@@ -43,6 +43,10 @@ class GptImpl : public torch::nn::Module {
   /// are appended to `cache`. Returns the logits of the last of them: (B,V). The caller keeps
   /// cache.length() + T <= max_seq_len for learned positions (sinusoidal ones exist for any position).
   torch::Tensor forward_cached(const torch::Tensor& idx, KvCache& cache);
+  /// forward_cached for one sequence (B=1) and one token, with the small vector work done in plain loops
+  /// instead of ~30 tensor ops per layer (decode.cpp). REQUIRES: the cache holds the prompt (prefilled
+  /// with forward_cached). Returns the logits (V).
+  torch::Tensor decode_one(int64_t token, KvCache& cache);
   /// Mean next-token loss of idx (B,T) against targets (B,T), same value as
   /// next_token_loss(forward(idx), targets) but without materialising the (B,T,V) logits at once.
   torch::Tensor loss(const torch::Tensor& idx, const torch::Tensor& targets);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <queue>
 #include <random>
 
 #include "model/linear.h"
@@ -44,13 +45,22 @@ int32_t pick(const torch::Tensor& logits, const GenerateOptions& opt, std::mt199
   const int64_t V = l.size(0);
   const int64_t top = std::max_element(lp, lp + V) - lp;
   if (opt.temperature == 0.0) return static_cast<int32_t>(top);
-  std::vector<double> p(static_cast<size_t>(V));
-  for (int64_t v = 0; v < V; ++v) p[v] = std::exp((lp[v] - lp[top]) / opt.temperature);  // softmax numerator
-  if (opt.top_k > 0 && opt.top_k < V) {  // keep the k largest (and any tied with the k-th)
-    std::vector<double> sorted = p;
-    std::nth_element(sorted.begin(), sorted.begin() + (opt.top_k - 1), sorted.end(), std::greater<double>());
-    const double kth = sorted[static_cast<size_t>(opt.top_k - 1)];
-    for (auto& x : p) x = x >= kth ? x : 0.0;
+  // top-k on the logits (same order as the probabilities): keep the k largest and any tied with the k-th,
+  // so only those need an exp
+  double kth = -INFINITY;
+  if (opt.top_k > 0 && opt.top_k < V) {  // the k-th largest logit: a min-heap of the k largest seen so far
+    std::priority_queue<double, std::vector<double>, std::greater<double>> heap(lp, lp + opt.top_k);
+    for (int64_t v = opt.top_k; v < V; ++v) {
+      if (lp[v] > heap.top()) {
+        heap.pop();
+        heap.push(lp[v]);
+      }
+    }
+    kth = heap.top();
+  }
+  std::vector<double> p(static_cast<size_t>(V), 0.0);
+  for (int64_t v = 0; v < V; ++v) {
+    if (lp[v] >= kth) p[v] = std::exp((lp[v] - lp[top]) / opt.temperature);  // softmax numerator
   }
   if (opt.top_p < 1.0) {
     // nucleus: the most likely tokens until their mass reaches top_p (the one crossing it included)
@@ -112,9 +122,7 @@ Sample continue_sample(model::GptImpl& model, std::vector<int32_t> window, model
         continue;
       }
     }
-    logits = opt.use_cache
-                 ? model.forward_cached(ids_tensor(window, window.size() - 1), cache).squeeze(0).to(torch::kFloat64)
-                 : full_logits(model, window);
+    logits = opt.use_cache ? model.decode_one(next, cache).to(torch::kFloat64) : full_logits(model, window);
   }
   return s;
 }
