@@ -134,14 +134,26 @@ TEST(Inspect, EveryCommandRunsOnARealCheckpoint) {
   EXPECT_NE(r.output.find("cos 1.0000"), std::string::npos) << r.output;
   r = run_lmtrain("inspect neighbours" + ck + " --piece the -k 3 --compare " + (dir / "run").string());
   EXPECT_NE(r.output.find("overlap: 3 of 3"), std::string::npos) << r.output;
-  r = run_lmtrain("inspect neighbours" + ck + " --piece zzqxzzqx");
-  EXPECT_EQ(r.exit_code, 2) << r.output;
 
   r = run_lmtrain("inspect positions" + ck + " --positions 0,1,15 --dims 0-3");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("closeness to sinusoidal"), std::string::npos) << r.output;
-  r = run_lmtrain("inspect positions" + ck + " --positions 16");
-  EXPECT_EQ(r.exit_code, 2) << r.output;
+
+  // bad input: one error line, exit 2, and (sampling) nothing printed before it
+  for (const std::string bad : {"inspect neighbours" + ck + " --piece zzqxzzqx", "inspect positions" + ck + " --positions 16",
+                                "inspect positions" + ck + " --positions 0-3x", "sample" + ck + " --prompt the --generate 5 -n 0",
+                                "sample" + ck + " --prompt the --generate 5 --stop ''"}) {
+    r = run_lmtrain(bad);
+    EXPECT_EQ(r.exit_code, 2) << bad << "\n" << r.output;
+    EXPECT_EQ(r.output.find("rank"), std::string::npos) << r.output;
+  }
+  // top-k 0 samples from all tokens
+  r = run_lmtrain("sample" + ck + " --prompt the --generate 5 --top-k 0 --top-p 0.9 --rows 3 -n 2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("sample 2 of 2: 5 tokens"), std::string::npos) << r.output;
+  r = run_lmtrain("sample" + ck + " --prompt the --generate 20 --bench 1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("speed-up"), std::string::npos) << r.output;
 
   r = run_lmtrain("inspect params" + ck);
   ASSERT_EQ(r.exit_code, 0) << r.output;

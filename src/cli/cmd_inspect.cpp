@@ -39,37 +39,47 @@ std::vector<int64_t> parse_int_list(const std::string& flag, const std::string& 
         out.push_back(std::stoll(item, &used));
         if (used != item.size()) throw std::invalid_argument(item);
       } else {
-        const int64_t a = std::stoll(item.substr(0, dash)), b = std::stoll(item.substr(dash + 1));
+        size_t used_b = 0;
+        const std::string from = item.substr(0, dash), to = item.substr(dash + 1);
+        const int64_t a = std::stoll(from, &used), b = std::stoll(to, &used_b);
+        if (used != from.size() || used_b != to.size() || b < a || b - a >= 100000) throw std::invalid_argument(item);
         for (int64_t i = a; i <= b; ++i) out.push_back(i);
       }
     }
   } catch (const std::exception&) {
-    throw ConfigError("[inspect] " + flag + ": expected numbers like 0,1,8 or 0-7, got '" + text + "'");
+    throw ConfigError("[inspect] " + flag + ": expected numbers like 0,1,8 or ranges like 0-7 (under 100,000 long), got '" +
+                      text + "'");
   }
   if (out.empty()) throw ConfigError("[inspect] " + flag + ": expected at least one number, got '" + text + "'");
   return out;
 }
 
-// One (B,T) batch and its targets: the first windows of a token file when it has enough tokens, else
-// uniform random ids (said in `source`).
-std::pair<torch::Tensor, torch::Tensor> shape_batch(const fs::path& bin, int64_t V, int64_t B, int64_t T, std::string& source) {
+// One (B,T) batch and its targets: the first windows of a token file made with the model's tokenizer
+// (SHA-256 `tokenizer_sha`) when it has enough tokens, else uniform random ids (`source` says which, and why).
+std::pair<torch::Tensor, torch::Tensor> shape_batch(const fs::path& bin, const std::string& tokenizer_sha, int64_t V,
+                                                    int64_t B, int64_t T, std::string& source) {
+  std::string why = "no token file at " + bin.string();
   if (fs::is_regular_file(bin)) {
     data::TokenFile file(bin);
-    if (file.size() >= static_cast<uint64_t>(T + 1)) {
+    if (tokenizer_sha.empty() || file.info().tokenizer_sha256 != tokenizer_sha) {
+      why = bin.string() + " was made by another tokenizer";
+    } else if (file.size() < static_cast<uint64_t>(T + 1)) {
+      why = bin.string() + " holds fewer than T+1 tokens";
+    } else {
       auto batch = data::Batcher(file, B, T, 1).at(0);
       source = "batch 0 of " + bin.string();
       return {batch.x, batch.y};
     }
   }
   torch::manual_seed(0);
-  source = "uniform random ids (no token file at " + bin.string() + ")";
+  source = "uniform random ids (" + why + ")";
   return {torch::randint(V, {B, T}, torch::kInt64), torch::randint(V, {B, T}, torch::kInt64)};
 }
 
-void print_shapes(model::GptImpl& m, const fs::path& bin, int64_t B) {
+void print_shapes(model::GptImpl& m, const fs::path& bin, const std::string& tokenizer_sha, int64_t B) {
   const auto& a = m.config();
   std::string source;
-  auto [x, y] = shape_batch(bin, a.vocab_size, B, a.max_seq_len, source);
+  auto [x, y] = shape_batch(bin, tokenizer_sha, a.vocab_size, B, a.max_seq_len, source);
   std::cout << "B=" << B << " T=" << a.max_seq_len << " C=" << a.d_model << " V=" << a.vocab_size << " L=" << a.n_layers
             << " H=" << a.n_heads << "; input: " << source << "\n"
             << inspect::format_stages(inspect::trace_stages(m, x, y))
@@ -213,7 +223,7 @@ void add_reading_commands(CLI::App& inspect) {
   shapes->callback([o] {
     auto ck = checkpoint::load_checkpoint(o->checkpoint);
     std::cout << "checkpoint " << ck.dir.string() << "\n";
-    print_shapes(*ck.model, ck.dir.parent_path() / "val.bin", o->batch);
+    print_shapes(*ck.model, ck.dir.parent_path() / "val.bin", tokenizer::Tokenizer(ck.tokenizer_model).sha256(), o->batch);
   });
 }
 
@@ -221,11 +231,17 @@ void run_dry_run(const config::RunConfig& cfg) {
   model::GptConfig arch = cfg.model;
   const fs::path run(cfg.run.dir);
   arch.vocab_size = cfg.tokenizer.vocab_size;
-  if (fs::is_regular_file(run / "tokenizer.model")) arch.vocab_size = tokenizer::Tokenizer(run / "tokenizer.model").vocab_size();
+  // The run's tokenizer (and its train.bin) describe this config only when the vocabulary sizes agree;
+  // otherwise a real run would train a new tokenizer first.
+  std::string sha;
+  if (fs::is_regular_file(run / "tokenizer.model")) {
+    tokenizer::Tokenizer tok(run / "tokenizer.model");
+    if (tok.vocab_size() == arch.vocab_size) sha = tok.sha256();
+  }
   torch::manual_seed(cfg.run.seed);
   model::Gpt m(arch);
   std::cout << "dry run of " << cfg.run.dir << " (nothing is trained or written)\n";
-  print_shapes(*m, run / "train.bin", cfg.train.batch_size);
+  print_shapes(*m, run / "train.bin", sha, cfg.train.batch_size);
 }
 
 void add_inspect_commands(CLI::App& app) {

@@ -65,7 +65,7 @@ void add_sample_commands(CLI::App& app) {
   struct Opts {
     std::string checkpoint, prompt;
     std::vector<std::string> stops;
-    int top_k = 10, threads = 1, bench_repeats = 0;
+    int rows = 10, threads = 1, bench_repeats = 0;
     int64_t samples = 1;
     bool stop_eos = false, no_truncate = false, no_cache = false;
     sample::GenerateOptions gen;
@@ -75,8 +75,8 @@ void add_sample_commands(CLI::App& app) {
   auto* cmd = app.add_subcommand("sample", "Next-token probabilities after a prompt, and generated text");
   cmd->add_option("--checkpoint", o->checkpoint, "checkpoint directory, or a run directory (uses its `latest`)")->required();
   cmd->add_option("--prompt", o->prompt, "text to condition on (a line start is implied)")->capture_default_str();
-  cmd->add_option("--top-k", o->top_k, "rows of the table; also limits sampling to the k most likely when generating")
-      ->capture_default_str();
+  cmd->add_option("--rows", o->rows, "rows of the next-token table")->capture_default_str();
+  cmd->add_option("--top-k", o->gen.top_k, "sample from the k most likely tokens only (0 = all)")->capture_default_str();
   cmd->add_option("--top-p", o->gen.top_p, "sample from the smallest most-likely set whose probability reaches p")
       ->capture_default_str();
   cmd->add_option("--generate", o->gen.max_new_tokens, "tokens to generate after the prompt (0 = table only)")
@@ -104,7 +104,13 @@ void add_sample_commands(CLI::App& app) {
                    dropped + static_cast<int64_t>(context.size()), context.size());
     }
     o->gen.use_cache = !o->no_cache;
-    o->gen.top_k = o->top_k;
+    for (auto& s : o->stops) {
+      if (s.empty()) throw ConfigError("[sample] --stop: expected a non-empty string, got ''");
+    }
+    if (o->rows < 1 || o->rows > ck.arch.vocab_size) {
+      throw ConfigError("[sample] --rows: expected 1.." + std::to_string(ck.arch.vocab_size) + ", got " + std::to_string(o->rows));
+    }
+    sample::check_options(*ck.model, o->gen, o->samples);  // before anything is printed
     if (o->bench_repeats > 0) {
       if (o->gen.max_new_tokens < 1) throw ConfigError("[sample] --bench: expected --generate N with N >= 1");
       return bench(*ck.model, context, o->gen, o->bench_repeats);
@@ -113,7 +119,7 @@ void add_sample_commands(CLI::App& app) {
     std::cout << "checkpoint " << ck.dir.string() << " (step " << ck.state.step << ")\n";
     std::cout << "next-token distribution after \"" << o->prompt << "\" (" << context.size() << " context tokens)\n";
     std::printf("%5s  %s %7s  %9s\n", "rank", inspect::pad("piece", 20).c_str(), "id", "prob");
-    for (const auto& row : sample::top_k(probs, o->top_k, tok)) {
+    for (const auto& row : sample::top_k(probs, o->rows, tok)) {
       std::printf("%5d  %s %7d  %9.6f\n", row.rank, inspect::pad(row.piece, 20).c_str(), row.id, row.prob);
     }
     if (o->gen.max_new_tokens == 0) return;

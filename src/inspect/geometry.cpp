@@ -108,25 +108,26 @@ std::string format_positions(model::GptImpl& model, const std::vector<int64_t>& 
                 static_cast<long long>(a.max_seq_len), static_cast<long long>(a.d_model),
                 learned ? " (rows of pos_emb.weight)" : " (PE(p,2i) = sin(p/10000^(2i/C)), PE(p,2i+1) = cos(...); any p)");
   out += buf;
-  const int64_t last = *std::max_element(positions.begin(), positions.end());
-  const torch::Tensor table = model.pos_emb->forward(std::max(last + 1, a.max_seq_len), 0).to(torch::kFloat64);  // (N,C)
+  std::vector<torch::Tensor> rows;  // only the requested rows: sinusoidal positions can be far out
+  for (int64_t p : positions) rows.push_back(model.pos_emb->forward(1, p)[0]);
+  const torch::Tensor chosen = torch::stack(rows).to(torch::kFloat64);  // (P,C)
   out += "\n   pos  norm    ";
   for (int64_t d : dims) {
     std::snprintf(buf, sizeof buf, " %8s", ("d" + std::to_string(d)).c_str());
     out += buf;
   }
   out += "\n";
-  for (int64_t p : positions) {
-    std::snprintf(buf, sizeof buf, "%6lld  %7.4f ", static_cast<long long>(p), table[p].norm().item<double>());
+  for (size_t i = 0; i < positions.size(); ++i) {
+    const auto row = chosen[static_cast<int64_t>(i)];
+    std::snprintf(buf, sizeof buf, "%6lld  %7.4f ", static_cast<long long>(positions[i]), row.norm().item<double>());
     out += buf;
     for (int64_t d : dims) {
-      std::snprintf(buf, sizeof buf, " %8.4f", table[p][d].item<double>());
+      std::snprintf(buf, sizeof buf, " %8.4f", row[d].item<double>());
       out += buf;
     }
     out += "\n";
   }
-  auto idx = torch::tensor(positions);
-  auto cos = cosine_matrix(table.index_select(0, idx));
+  auto cos = cosine_matrix(chosen);
   out += "\ncosine similarity between these positions\n      ";
   for (int64_t p : positions) {
     std::snprintf(buf, sizeof buf, " %6lld", static_cast<long long>(p));
@@ -143,7 +144,7 @@ std::string format_positions(model::GptImpl& model, const std::vector<int64_t>& 
     out += "\n";
   }
   // structure over the whole table [0, max_seq_len)
-  const auto own = cosine_matrix(table.narrow(0, 0, a.max_seq_len));
+  const auto own = cosine_matrix(model.pos_emb->forward(a.max_seq_len, 0));
   const auto sin = cosine_matrix(model::sinusoidal_table(a.max_seq_len, a.d_model));
   out += "\nmean cosine between positions p and p+d (whole table):\n     d";
   const auto mine = cosine_by_distance(own), ref = cosine_by_distance(sin);

@@ -33,9 +33,11 @@ std::vector<ProbRow> teacher_forced(model::GptImpl& model, const tokenizer::Toke
     r.context_piece = tok.piece(ids[t]);
     r.next_id = ids[t + 1];
     r.next_piece = tok.piece(r.next_id);
-    const double lp = logp[t][r.next_id].item<double>();
+    // rank, prob and surprisal all from logp, so the token never counts itself (exp can differ by an ulp)
+    const auto row = logp[t];
+    const double lp = row[r.next_id].item<double>();
     r.prob = std::exp(lp);
-    r.rank = 1 + (p[t] > r.prob).sum().item<int64_t>();
+    r.rank = 1 + (row > lp).sum().item<int64_t>();
     r.surprisal_bits = -lp / std::log(2.0);
     r.entropy_bits = entropy[t].item<double>();
     r.prob_sum = sums[t].item<double>();
@@ -55,13 +57,13 @@ std::string format_probs(const std::vector<ProbRow>& rows) {
   for (const auto& r : rows) {
     std::string alts;
     for (const auto& a : r.top) {
-      std::snprintf(buf, sizeof buf, "%s%s %.3f", alts.empty() ? "" : ", ", a.piece.c_str(), a.prob);
-      alts += buf;
+      std::snprintf(buf, sizeof buf, " %.3f", a.prob);
+      alts += (alts.empty() ? "" : ", ") + a.piece + buf;
     }
-    std::snprintf(buf, sizeof buf, "%4lld  %s %s %9.5f %6lld %7.2f b %6.2f b  %s\n", static_cast<long long>(r.position),
+    std::snprintf(buf, sizeof buf, "%4lld  %s %s %9.5f %6lld %7.2f b %6.2f b  ", static_cast<long long>(r.position),
                   pad(r.context_piece, 14).c_str(), pad(r.next_piece, 14).c_str(), r.prob, static_cast<long long>(r.rank), r.surprisal_bits,
-                  r.entropy_bits, alts.c_str());
-    out += buf;
+                  r.entropy_bits);
+    out += buf + alts + "\n";
     total_bits += r.surprisal_bits;
   }
   std::snprintf(buf, sizeof buf, "%zu predictions: mean surprisal %.3f bits (%.3f nats, perplexity %.2f)\n", rows.size(),

@@ -24,8 +24,11 @@ torch::Tensor full_logits(model::GptImpl& model, const std::vector<int32_t>& win
   return model::fast_linear(h.select(1, h.size(1) - 1), model.output_weight()).squeeze(0).to(torch::kFloat64);
 }
 
-void check_options(const model::GptImpl& model, const GenerateOptions& opt) {
+}  // namespace
+
+void check_options(const model::GptImpl& model, const GenerateOptions& opt, int64_t n) {
   auto bad = [](const std::string& what) { throw ConfigError("[sample] " + what); };
+  if (n < 1) bad("samples: expected >= 1, got " + std::to_string(n));
   if (opt.max_new_tokens < 0) bad("generate: expected >= 0 tokens, got " + std::to_string(opt.max_new_tokens));
   if (!(opt.temperature >= 0.0)) bad("temperature: expected >= 0, got " + std::to_string(opt.temperature));
   const int64_t V = model.config().vocab_size;
@@ -36,6 +39,8 @@ void check_options(const model::GptImpl& model, const GenerateOptions& opt) {
         std::to_string(model.config().max_seq_len) + ". Hint: drop the flag; the window slides instead.");
   }
 }
+
+namespace {
 
 // Draws one id from float64 logits (V), in plain C++: a handful of torch ops per token would cost more
 // than the decoding step itself.
@@ -156,13 +161,12 @@ std::vector<TokenProb> top_k(const torch::Tensor& probs, int k, const tokenizer:
 
 std::vector<Sample> generate(model::GptImpl& model, const std::vector<int32_t>& context, const GenerateOptions& opt,
                              int64_t n) {
-  check_options(model, opt);
+  check_options(model, opt, n);
   if (context.empty()) throw ConfigError("[sample] context: expected at least one token, got none");
   if (static_cast<int64_t>(context.size()) > model.config().max_seq_len) {
     throw ConfigError("[sample] context: expected at most max_seq_len=" + std::to_string(model.config().max_seq_len) +
                       " tokens, got " + std::to_string(context.size()) + ". Hint: fit_prompt keeps the last ones.");
   }
-  if (n < 1) throw ConfigError("[sample] samples: expected >= 1, got " + std::to_string(n));
   model.eval();
   torch::NoGradGuard no_grad;
   model::KvCache prompt_cache;

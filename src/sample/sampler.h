@@ -63,6 +63,9 @@ struct Sample {
   int64_t window_slides = 0;  ///< times the context window slid (see the file comment)
 };
 
+/// Throws ConfigError naming the first bad option (also checked by generate), and for n < 1 samples.
+void check_options(const model::GptImpl& model, const GenerateOptions& opt, int64_t n = 1);
+
 /// `n` samples continuing `context` (REQUIRES: context.size() <= max_seq_len, see fit_prompt). With the
 /// cache the prompt is encoded once and shared.
 std::vector<Sample> generate(model::GptImpl& model, const std::vector<int32_t>& context, const GenerateOptions& opt,

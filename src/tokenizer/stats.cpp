@@ -97,7 +97,7 @@ StatsReport tokenizer_stats(const fs::path& corpus, const StatsOptions& opt) {
     for (auto& l : heldout) {
       const auto n = static_cast<int64_t>(tok.encode(l).size());
       tokens += n;
-      over += n > opt.model.max_seq_len;
+      over += n + 1 > opt.model.max_seq_len;  // + the line-start id every line gets
     }
     s.tokens_per_char = static_cast<double>(tokens) / static_cast<double>(r.heldout_chars);
     s.tokens_per_word = static_cast<double>(tokens) / static_cast<double>(std::max<int64_t>(1, r.heldout_words));

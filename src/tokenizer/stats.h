@@ -27,7 +27,7 @@ struct SizeStats {
   double train_seconds = 0.0;
   double tokens_per_char = 0.0, tokens_per_word = 0.0;
   double mean_line_tokens = 0.0;     ///< tokens per held-out line (+1 line start in training windows)
-  double lines_over_context = 0.0;   ///< fraction of held-out lines longer than max_seq_len tokens
+  double lines_over_context = 0.0;   ///< fraction of held-out lines that with their line start exceed max_seq_len
   int64_t embedding_params = 0;      ///< V x C
   double embedding_share = 0.0;      ///< of all parameters at this model size
 };

@@ -17,8 +17,12 @@ std::vector<std::string> freeze_prefixes(const FinetuneConfig& cfg) {
 std::vector<std::string> unfreeze_prefixes(const FinetuneConfig& cfg) {
   std::vector<std::string> out;
   if (cfg.unfreeze_embeddings_after <= 0) return out;
-  if (cfg.freeze_embeddings) out.push_back("tok_emb.");
-  if (cfg.freeze_positions) out.push_back("pos_emb.");
+  // a table frozen by an explicit `freeze` prefix as well stays frozen
+  auto listed = [&](const std::string& name) {
+    return std::any_of(cfg.freeze.begin(), cfg.freeze.end(), [&](const std::string& p) { return name.rfind(p, 0) == 0; });
+  };
+  if (cfg.freeze_embeddings && !listed("tok_emb.weight")) out.push_back("tok_emb.");
+  if (cfg.freeze_positions && !listed("pos_emb.weight")) out.push_back("pos_emb.");
   return out;
 }
 

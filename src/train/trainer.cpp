@@ -37,6 +37,12 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
+std::string join_names(const std::vector<std::string>& names) {
+  std::string out;
+  for (auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
 void log_model_summary(const model::GptImpl& m, const DecayGroups& g, const TrainJob& job) {
   int64_t total = 0;
   for (auto& [name, p] : model::named_weights(m)) total += p.numel();
@@ -53,6 +59,10 @@ void log_model_summary(const model::GptImpl& m, const DecayGroups& g, const Trai
   spdlog::info("decay groups: {} tensors / {} params with weight_decay={}; {} tensors / {} params without ({})",
                g.decay.size(), g.decay_numel, job.train.weight_decay, g.no_decay.size(), g.no_decay_numel,
                g.no_decay.size() > 6 ? "embeddings, LayerNorm, biases" : nd);
+  if (!g.embedding.empty()) {
+    spdlog::info("embedding group: {} tensors / {} params without weight decay at {} x lr ({})", g.embedding.size(),
+                 g.embedding_numel, g.embedding_lr_scale, join_names(g.embedding_names));
+  }
   spdlog::info("threads {}, device cpu, effective batch {} x {} micro-batches x {} tokens = {} tokens/step",
                job.threads, job.train.batch_size, job.train.grad_accum, a.max_seq_len,
                job.train.batch_size * job.train.grad_accum * a.max_seq_len);
@@ -78,12 +88,6 @@ void set_rng_state_hex(const std::string& hex) {
 // Test-only hooks, read from the environment: LMTRAIN_TEST_NAN_STEP=N poisons the loss of step N (1-based)
 // to exercise the non-finite guard; LMTRAIN_TEST_STEP_DELAY_MS=D sleeps D ms after each step so a test can
 // deliver a signal mid-run.
-std::string join_names(const std::vector<std::string>& names) {
-  std::string out;
-  for (auto& n : names) out += (out.empty() ? "" : ", ") + n;
-  return out;
-}
-
 int64_t test_hook(const char* name, int64_t fallback) {
   const char* v = std::getenv(name);
   return v ? std::atoll(v) : fallback;
@@ -174,8 +178,8 @@ TrainResult run_training(const TrainJob& job) {
     spdlog::info("unfreeze_embeddings_after {}: {} frozen for steps 1-{}, then trained at {} x lr with fresh AdamW state",
                  job.unfreeze_after, join_names(later), job.unfreeze_after, job.embedding_lr_scale);
   }
-  if (!groups.embedding.empty()) {
-    spdlog::info("embedding lr scale {}: {} at {} x lr", job.embedding_lr_scale, groups.embedding_names.front(),
+  if (!groups.embedding.empty() && job.embedding_lr_scale != 1.0) {
+    spdlog::info("embedding lr scale {}: {} at {} x lr", job.embedding_lr_scale, join_names(groups.embedding_names),
                  job.embedding_lr_scale);
   }
   auto opt = make_adamw(groups, job.train);
@@ -189,6 +193,7 @@ TrainResult run_training(const TrainJob& job) {
     spdlog::info("resumed from {} at step {} ({} tokens seen)", resume_from.string(), state.step, state.tokens_seen);
   }
   state.data = identity;
+  const int64_t first_step = state.step;  // where this process starts
   auto frozen_before = hash_parameters(*model, frozen);  // after any resume load: these are the start values
   log_model_summary(*model, groups, job);
   spdlog::info("data: train {} tokens, val {} tokens", train_file.size(), val_file.size());
@@ -203,6 +208,19 @@ TrainResult run_training(const TrainJob& job) {
   ProgressLine progress;
   // Unfreezing (finetune.unfreeze_embeddings_after): the frozen proof of those tensors ends here.
   auto unfreeze = [&] {
+    if (first_step >= job.unfreeze_after) {  // resumed from a checkpoint at or past the unfreeze point
+      for (auto& name : later) {
+        frozen_before.erase(name);
+        frozen.erase(std::find(frozen.begin(), frozen.end(), name));
+      }
+      for (auto& [name, p] : model::named_weights(*model)) {
+        if (std::find(later.begin(), later.end(), name) != later.end()) p.requires_grad_(true);
+      }
+      spdlog::info("resumed at step {}, at or after the unfreeze at step {}: {} trains", first_step, job.unfreeze_after,
+                   join_names(later));
+      later.clear();
+      return;
+    }
     for (auto& [name, hash] : hash_parameters(*model, later)) {
       if (frozen_before.at(name) != hash) {
         throw Error(ExitCode::kInternal, "[finetune] frozen tensor " + name + " changed before it was unfrozen");
@@ -215,8 +233,9 @@ TrainResult run_training(const TrainJob& job) {
     }
     progress.clear();
     const bool tied_head = arch.tie_embeddings && std::count(later.begin(), later.end(), "tok_emb.weight") > 0;
-    spdlog::info("step {}: unfroze {} (unchanged until now, SHA-256); it trains from here at {} x lr{}", state.step,
-                 join_names(later), job.embedding_lr_scale, tied_head ? ", and with it the tied output projection" : "");
+    spdlog::info("step {}: unfroze {} (SHA-256 unchanged over steps {}-{}); it trains from here at {} x lr{}", state.step,
+                 join_names(later), first_step + 1, state.step, job.embedding_lr_scale,
+                 tied_head ? ", and with it the tied output projection" : "");
     later.clear();
   };
   fs::path last_ckpt = resume_from;
@@ -250,7 +269,6 @@ TrainResult run_training(const TrainJob& job) {
   const int64_t step_delay_ms = test_hook("LMTRAIN_TEST_STEP_DELAY_MS", 0);
   auto window_start = Clock::now();
   auto run_start = Clock::now();
-  const int64_t first_step = state.step;
   int64_t window_steps = 0;  // for tokens/s of this process only
   bool early_stopped = state.early_stopped;  // a resumed early-stopped run does not train on
   if (early_stopped) spdlog::info("this run stopped early at step {}; not training further", state.step);
