@@ -145,6 +145,12 @@ TrainResult run_training(const TrainJob& job) {
   util::set_compute_threads(job.threads);
   util::install_stop_handlers();
   prepare_run_data(job);
+  if (const int sig = util::stop_signal(); sig != 0) {  // Ctrl-C during tokenizer training or encoding
+    throw Interrupted(static_cast<ExitCode>(util::exit_code_for_signal(sig)),
+                      "[train] stopped by " + std::string(sig == SIGTERM ? "SIGTERM" : "SIGINT") +
+                          " during data preparation, before any step; no checkpoint was written (finished tokenizer "
+                          "and token files are kept and reused)");
+  }
   RunPaths paths(job.run_dir);
   tokenizer::Tokenizer tok(paths.tokenizer);
   data::TokenFile train_file(paths.train_bin), val_file(paths.val_bin);
