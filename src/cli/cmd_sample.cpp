@@ -96,6 +96,7 @@ void add_sample_commands(CLI::App& app) {
   cmd->callback([o] {
     util::set_compute_threads(o->threads);
     auto ck = checkpoint::load_checkpoint(o->checkpoint);
+    model::pack_parameters_in_huge_pages(*ck.model);
     tokenizer::Tokenizer tok(ck.tokenizer_model);
     int64_t dropped = 0;
     const auto context = sample::fit_prompt(sample::prompt_context(tok, o->prompt), ck.arch.max_seq_len, o->no_truncate, dropped);

@@ -78,6 +78,11 @@ torch::Tensor next_token_loss(const torch::Tensor& logits, const torch::Tensor& 
 torch::Tensor chunked_next_token_loss(const torch::Tensor& hidden, const torch::Tensor& weight,
                                       const torch::Tensor& targets, int64_t chunk_rows = 256);
 
+/// Moves every parameter of `m` into one 2 MiB-aligned buffer advised for transparent huge pages (values
+/// unchanged). Incremental decoding streams all weights once per token; on 4 KiB pages the hardware
+/// prefetchers stop at every page boundary. For inference: call before sampling, not before training.
+void pack_parameters_in_huge_pages(torch::nn::Module& m);
+
 /// Registered parameters by checkpoint name, in registration order (the tied head appears once).
 std::vector<std::pair<std::string, torch::Tensor>> named_weights(const torch::nn::Module& m);
 
