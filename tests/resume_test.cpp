@@ -157,6 +157,20 @@ TEST(Resume, RetentionKeepsKeepLastPlusBest) {
   EXPECT_EQ(slurp(dir / "run" / "latest"), "step_00000020\n");
 }
 
+TEST(Resume, AutoWithOnlyInvalidCheckpointsRefusesUnlessOverwrite) {
+  ScratchDir dir("allbad");
+  auto r = run_lmtrain(config(dir, "run", 4) + " --set checkpoint.every=2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (auto& ckpt : checkpoint::list_checkpoints(dir / "run")) std::ofstream(ckpt / "model.pt", std::ios::app) << "x";
+  r = run_lmtrain(config(dir, "run", 6) + " --resume auto");
+  EXPECT_EQ(r.exit_code, 4) << r.output;
+  EXPECT_NE(r.output.find("fail verification"), std::string::npos) << r.output;
+  r = run_lmtrain(config(dir, "run", 6) + " --resume auto --overwrite");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("starting fresh"), std::string::npos) << r.output;
+  EXPECT_EQ(slurp(dir / "run" / "latest"), "step_00000006\n");
+}
+
 TEST(Resume, GradAccumGivesTheSameGradientsAsOneLargeBatch) {
   ScratchDir dir("accum_grad");
   std::vector<int32_t> ids(600);

@@ -29,7 +29,7 @@ train::TrainJob make_train_job(const config::RunConfig& cfg, const std::string& 
   job.overwrite = overwrite;
   if (!resume.empty()) {
     // Resolve here so a changed non-architectural setting can be reported against the checkpoint's config.
-    fs::path from = train::select_resume_checkpoint(cfg.run.dir, resume);
+    fs::path from = train::select_resume_checkpoint(cfg.run.dir, resume, overwrite);
     job.resume = from.string();
     if (!from.empty()) {
       auto saved = config::parse_config(util::read_file(from / "config.yaml", "checkpoint config"),

@@ -30,7 +30,7 @@ std::string short_hash(const std::string& h) { return h.size() > 12 ? h.substr(0
 
 }  // namespace
 
-fs::path select_resume_checkpoint(const fs::path& run_dir, const std::string& spec) {
+fs::path select_resume_checkpoint(const fs::path& run_dir, const std::string& spec, bool overwrite) {
   if (spec.empty()) return {};
   if (spec != "auto") {
     fs::path dir = checkpoint::resolve_checkpoint(spec);
@@ -70,6 +70,11 @@ fs::path select_resume_checkpoint(const fs::path& run_dir, const std::string& sp
     } catch (const CheckpointError& e) {
       spdlog::warn("resume: skipping invalid checkpoint: {}", e.what());
     }
+  }
+  if (!all.empty() && !overwrite) {
+    throw CheckpointError("[resume] auto: expected a valid checkpoint in " + run_dir.string() + ", got " +
+                          std::to_string(all.size()) + " that fail verification (warned above). Hint: restore one, "
+                          "resume from a path, or add --overwrite to delete them and start fresh.");
   }
   spdlog::info("resume auto: no valid checkpoint in {}, starting fresh", run_dir.string());
   return {};

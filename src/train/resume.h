@@ -14,9 +14,11 @@ struct TrainJob;
 
 /// The checkpoint to resume from, or an empty path to start fresh.
 /// spec "" = fresh; "auto" = newest verifying checkpoint in job.run_dir (invalid ones are warned about and
-/// skipped, stale *.tmp-* directories removed with a warning; none at all = fresh); else a checkpoint or
-/// run directory, which must verify. Throws CheckpointError.
-std::filesystem::path select_resume_checkpoint(const std::filesystem::path& run_dir, const std::string& spec);
+/// skipped, stale *.tmp-* directories removed with a warning; none at all = fresh; only invalid ones = a
+/// CheckpointError unless `overwrite`, which starts fresh); else a checkpoint or run directory, which must
+/// verify. Throws CheckpointError.
+std::filesystem::path select_resume_checkpoint(const std::filesystem::path& run_dir, const std::string& spec,
+                                               bool overwrite = false);
 
 /// Compares the checkpoint's arch.json and recorded data with the job, before anything is loaded.
 /// Throws CheckpointError listing every mismatch as "key: checkpoint X vs config Y".

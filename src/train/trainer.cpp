@@ -126,7 +126,7 @@ void prepare_run_data(const TrainJob& job) {
 }
 
 TrainResult run_training(const TrainJob& job) {
-  const fs::path resume_from = select_resume_checkpoint(job.run_dir, job.resume);
+  const fs::path resume_from = select_resume_checkpoint(job.run_dir, job.resume, job.overwrite);
   if (!resume_from.empty()) {
     preflight_resume(job, resume_from);  // before any tensor is loaded
   } else if (auto old = checkpoint::list_checkpoints(job.run_dir); !old.empty()) {
