@@ -34,7 +34,7 @@ int run(int argc, char** argv) {
   } catch (const CLI::Success& e) {
     return app.exit(e);  // --help, --version
   } catch (const CLI::ParseError& e) {
-    app.exit(e);  // prints the message and a usage hint
+    std::cerr << "error: [cli] " << e.what() << ". Hint: `lmtrain --help`, `lmtrain <command> --help`.\n";
     return static_cast<int>(ExitCode::kUsage);
   } catch (const Interrupted& e) {
     std::cerr << "interrupted: " << e.what() << "\n";

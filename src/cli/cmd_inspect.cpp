@@ -78,6 +78,11 @@ std::pair<torch::Tensor, torch::Tensor> shape_batch(const fs::path& bin, const s
 
 void print_shapes(model::GptImpl& m, const fs::path& bin, const std::string& tokenizer_sha, int64_t B) {
   const auto& a = m.config();
+  const double logits_gib = static_cast<double>(B) * static_cast<double>(a.max_seq_len * a.vocab_size) * 4.0 / (1 << 30);
+  if (logits_gib > 2.0) {
+    throw ConfigError("[inspect] batch: expected a batch whose [B,T,V] logits fit in 2 GiB, got B=" + std::to_string(B) +
+                      " (" + std::to_string(logits_gib).substr(0, 6) + " GiB). Hint: a smaller -b / train.batch_size.");
+  }
   std::string source;
   auto [x, y] = shape_batch(bin, tokenizer_sha, a.vocab_size, B, a.max_seq_len, source);
   std::cout << "B=" << B << " T=" << a.max_seq_len << " C=" << a.d_model << " V=" << a.vocab_size << " L=" << a.n_layers
@@ -151,7 +156,7 @@ void add_reading_commands(CLI::App& inspect) {
     if (!o->compare.empty()) {
       auto other = checkpoint::load_checkpoint(o->compare);
       if (tokenizer::Tokenizer(other.tokenizer_model).sha256() != tok.sha256()) {
-        throw ConfigError("[inspect] --compare: expected a checkpoint with the same tokenizer as " + ck.dir.string());
+        throw CheckpointError("[inspect] --compare: expected a checkpoint with the same tokenizer as " + ck.dir.string());
       }
       auto a = inspect::nearest(ck.model->tok_emb->weight, ck.model->tok_emb->weight[id], o->k, exclude, tok);
       auto b = inspect::nearest(other.model->tok_emb->weight, other.model->tok_emb->weight[id], o->k, exclude, tok);
@@ -219,7 +224,7 @@ void add_reading_commands(CLI::App& inspect) {
 
   auto* shapes = inspect.add_subcommand("shapes", "Push one batch through a checkpoint and print every stage's shape and dtype");
   ckpt_option(shapes, true);
-  shapes->add_option("-b,--batch", o->batch, "batch size B")->capture_default_str()->check(CLI::PositiveNumber);
+  shapes->add_option("-b,--batch", o->batch, "batch size B")->capture_default_str()->check(CLI::Range(1, 1 << 30));
   shapes->callback([o] {
     auto ck = checkpoint::load_checkpoint(o->checkpoint);
     std::cout << "checkpoint " << ck.dir.string() << "\n";
@@ -256,11 +261,15 @@ void add_inspect_commands(CLI::App& app) {
   drift->add_option("--from", o->from, "starting checkpoint (or run directory)")->required();
   drift->add_option("--to", o->to, "later checkpoint (or run directory)")->required();
   drift->add_option("--tokens", o->tokens, "token file whose id counts mark seen/unseen rows (e.g. RUN/train.bin)");
-  drift->add_option("-k,--top-k", o->top_k, "most-moved rows to list")->capture_default_str()->check(CLI::NonNegativeNumber);
+  drift->add_option("-k,--top-k", o->top_k, "most-moved rows to list")->capture_default_str()->check(CLI::Range(0, 1 << 30));
   drift->add_option("--json", o->json, "also write the report as JSON to this file");
   drift->callback([o] {
     auto a = checkpoint::load_checkpoint(o->from), b = checkpoint::load_checkpoint(o->to);
     tokenizer::Tokenizer tok(b.tokenizer_model);
+    if (!o->tokens.empty() && data::read_token_file_info(o->tokens).tokenizer_sha256 != tok.sha256()) {
+      throw DataError("[inspect] --tokens: expected a token file made with the tokenizer of " + b.dir.string() + ", got " +
+                      o->tokens + " (another tokenizer). Hint: use RUN/train.bin of the run that made --to.");
+    }
     const auto counts = o->tokens.empty() ? std::vector<int64_t>{} : inspect::token_counts(o->tokens, b.arch.vocab_size);
     nlohmann::json out = nlohmann::json::array();
     std::vector<inspect::DriftReport> reports;

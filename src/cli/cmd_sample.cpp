@@ -31,6 +31,11 @@ std::string render(const tokenizer::Tokenizer& tok, const std::vector<int32_t>& 
   return out + tok.decode(run);
 }
 
+// The context without its leading line-start id.
+std::vector<int32_t> prompt_ids(const tokenizer::Tokenizer& tok, const std::vector<int32_t>& context) {
+  return {context.begin() + (context.front() == tok.eos_id() ? 1 : 0), context.end()};
+}
+
 // Times generation with the cache and by full recompute (same options and seed; the texts must match).
 // The two paths alternate, run by run, so a noisy machine slows both alike; medians are reported.
 void bench(model::GptImpl& model, const std::vector<int32_t>& context, sample::GenerateOptions gen, int repeats) {
@@ -57,6 +62,7 @@ void bench(model::GptImpl& model, const std::vector<int32_t>& context, sample::G
               context.size(), ids[1].size(), repeats);
   std::printf("kv cache:       %8.3f ms/token\nfull recompute: %8.3f ms/token\nspeed-up:       %8.1fx\n", cached, full,
               full / cached);
+  std::printf("(both paths generated the same %zu tokens)\n", ids[1].size());
 }
 
 }  // namespace
@@ -91,8 +97,8 @@ void add_sample_commands(CLI::App& app) {
                 "sinusoidal models: run positions past max_seq_len instead of sliding the window");
   cmd->add_flag("--no-cache", o->no_cache, "recompute the whole window for every token (slow; for comparison)");
   cmd->add_option("--bench", o->bench_repeats, "time --generate tokens with the cache and by full recompute, N runs each")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--threads", o->threads, "compute threads")->capture_default_str()->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 1 << 30));
+  cmd->add_option("--threads", o->threads, "compute threads")->capture_default_str()->check(CLI::Range(1, 1 << 30));
   cmd->callback([o] {
     util::set_compute_threads(o->threads);
     auto ck = checkpoint::load_checkpoint(o->checkpoint);
@@ -118,21 +124,34 @@ void add_sample_commands(CLI::App& app) {
     }
     auto probs = sample::next_token_probs(*ck.model, context);
     std::cout << "checkpoint " << ck.dir.string() << " (step " << ck.state.step << ")\n";
-    std::cout << "next-token distribution after \"" << o->prompt << "\" (" << context.size() << " context tokens)\n";
+    std::cout << "next-token distribution after \"" << (dropped > 0 ? "..." + render(tok, prompt_ids(tok, context)) : o->prompt)
+              << "\" (" << context.size() << " context tokens" << (dropped > 0 ? ", " + std::to_string(dropped) + " dropped" : "")
+              << ")\n";
     std::printf("%5s  %s %7s  %9s\n", "rank", inspect::pad("piece", 20).c_str(), "id", "prob");
     for (const auto& row : sample::top_k(probs, o->rows, tok)) {
       std::printf("%5d  %s %7d  %9.6f\n", row.rank, inspect::pad(row.piece, 20).c_str(), row.id, row.prob);
     }
     if (o->gen.max_new_tokens == 0) return;
     if (o->stop_eos) o->gen.stop_id = tok.eos_id();
+    const std::vector<int32_t> prompt = prompt_ids(tok, context);
+    const size_t prompt_chars = render(tok, prompt).size();
+    // where the first stop string starts in prompt+sample text, looking only at what was generated (a stop
+    // string may begin inside the prompt and end in the sample)
+    auto first_stop = [&](const std::string& text) {
+      size_t at = std::string::npos;
+      for (auto& stop : o->stops) {
+        const size_t from = prompt_chars >= stop.size() ? prompt_chars - stop.size() + 1 : 0;
+        at = std::min(at, text.find(stop, std::min(from, text.size())));
+      }
+      return at;
+    };
     if (!o->stops.empty()) {
       o->gen.stop_when = [&](const std::vector<int32_t>& ids) {
-        const std::string text = render(tok, ids);
-        return std::any_of(o->stops.begin(), o->stops.end(), [&](const std::string& s) { return text.find(s) != std::string::npos; });
+        std::vector<int32_t> all = prompt;
+        all.insert(all.end(), ids.begin(), ids.end());
+        return first_stop(render(tok, all)) != std::string::npos;
       };
     }
-    const std::vector<int32_t> prompt(context.begin() + (context.front() == tok.eos_id() ? 1 : 0), context.end());
-    const size_t prompt_chars = render(tok, prompt).size();
     auto samples = sample::generate(*ck.model, context, o->gen, o->samples);
     for (size_t i = 0; i < samples.size(); ++i) {
       const auto& s = samples[i];
@@ -141,11 +160,7 @@ void add_sample_commands(CLI::App& app) {
       std::vector<int32_t> all = prompt;
       all.insert(all.end(), s.ids.begin(), s.ids.end() - (s.stop == sample::StopReason::kEndOfText ? 1 : 0));
       std::string text = render(tok, all);
-      if (s.stop == sample::StopReason::kStopString) {
-        size_t at = std::string::npos;
-        for (auto& stop : o->stops) at = std::min(at, text.find(stop, std::min(prompt_chars, text.size())));
-        text = text.substr(0, at);
-      }
+      if (s.stop == sample::StopReason::kStopString) text = text.substr(0, std::max(first_stop(text), prompt_chars));
       std::cout << "\nsample " << i + 1 << " of " << samples.size() << ": " << s.ids.size() << " tokens, stopped by "
                 << sample::to_string(s.stop) << " (temperature " << o->gen.temperature << ", top-k " << o->gen.top_k
                 << ", top-p " << o->gen.top_p << ", seed " << o->gen.seed + i

@@ -40,7 +40,7 @@ void add_tokenizer_commands(CLI::App& app) {
   train->add_option("--character-coverage", t->cfg.character_coverage, "fraction of characters covered")
       ->capture_default_str()->check(CLI::Range(0.5, 1.0));
   train->add_option("--max-sentences", t->cfg.max_sentences, "lines sampled (0 = all)")->capture_default_str();
-  train->add_option("--threads", t->threads, "trainer threads")->capture_default_str()->check(CLI::PositiveNumber);
+  train->add_option("--threads", t->threads, "trainer threads")->capture_default_str()->check(CLI::Range(1, 1 << 30));
   train->callback([t] {
     t->cfg.model_type = tokenizer::parse_model_type(t->model_type);
     tokenizer::train_tokenizer(t->input, t->model, t->cfg, t->threads);
@@ -61,11 +61,11 @@ void add_tokenizer_commands(CLI::App& app) {
   stats->add_option("--character-coverage", st->opt.base.character_coverage, "fraction of characters covered")
       ->capture_default_str()->check(CLI::Range(0.5, 1.0));
   stats->add_option("--sample-bytes", st->opt.sample_bytes, "training text taken from the corpus")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(CLI::Range(1, 1 << 30));
   stats->add_option("--heldout-every", st->opt.heldout_every, "every n-th line is held out")
       ->capture_default_str()->check(CLI::Range(2, 1000));
   stats->add_option("-c,--config", st->config, "YAML config whose model section sizes the embedding share (default: defaults)");
-  stats->add_option("--threads", st->opt.threads, "trainer threads")->capture_default_str()->check(CLI::PositiveNumber);
+  stats->add_option("--threads", st->opt.threads, "trainer threads")->capture_default_str()->check(CLI::Range(1, 1 << 30));
   stats->callback([st] {
     st->opt.base.model_type = tokenizer::parse_model_type(st->model_type);
     if (!st->config.empty()) st->opt.model = config::load_config(st->config, {}).model;  // else GptConfig defaults
@@ -84,6 +84,7 @@ void add_tokenizer_commands(CLI::App& app) {
       }
       st->opt.sizes.push_back(v);
     }
+    if (st->opt.sizes.empty()) throw ConfigError("[tokenizer] --sizes: expected at least one size, got ''");
     auto report = tokenizer::tokenizer_stats(st->corpus, st->opt);
     std::cout << "corpus " << st->corpus << "\n" << tokenizer::format_stats(report, st->opt);
   });

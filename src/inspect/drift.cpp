@@ -31,7 +31,8 @@ nlohmann::json stats_json(const Stats& s) { return {{"mean", s.mean}, {"p50", s.
 DriftReport drift_report(const std::string& tensor, const torch::Tensor& before, const torch::Tensor& after,
                          const std::vector<int64_t>& counts, const tokenizer::Tokenizer& tok, int top_k) {
   if (before.sizes() != after.sizes() || before.dim() != 2) {
-    throw CheckpointError("[drift] " + tensor + ": expected two (V,C) tables of the same shape");
+    throw CheckpointError("[drift] " + tensor + ": expected two (V,C) tables of the same shape, got " +
+                          c10::str(before.sizes()) + " and " + c10::str(after.sizes()));
   }
   const int64_t V = before.size(0);
   if (!counts.empty() && static_cast<int64_t>(counts.size()) != V) {
@@ -97,8 +98,8 @@ std::string format_drift(const DriftReport& r) {
   out += buf;
   for (size_t i = 0; i < r.top.size(); ++i) {
     const auto& m = r.top[i];
-    std::snprintf(buf, sizeof buf, "  %5zu  %-20s %7d %10.6f %10.6f %8lld\n", i + 1, m.piece.c_str(), m.id, m.l2,
-                  m.cos_drift, static_cast<long long>(m.count));
+    std::snprintf(buf, sizeof buf, "  %5zu  %-20s %7d %10.6f %10.6f %8s\n", i + 1, m.piece.c_str(), m.id, m.l2,
+                  m.cos_drift, m.count < 0 ? "-" : std::to_string(m.count).c_str());
     out += buf;
   }
   return out;

@@ -126,7 +126,9 @@ void train_tokenizer(const fs::path& corpus, const fs::path& model_path, const T
     while (!why.empty() && (why.back() == '.' || why.back() == '\n')) why.pop_back();
     throw DataError("[tokenizer] SentencePiece training failed for vocab_size=" +
                     std::to_string(cfg.vocab_size) + ": " + why +
-                    ". Hint: lower tokenizer.vocab_size or use a larger corpus.");
+                    (why.find("smaller than required") != std::string::npos
+                         ? ". Hint: raise tokenizer.vocab_size or lower tokenizer.character_coverage."
+                         : ". Hint: lower tokenizer.vocab_size or use a larger corpus."));
   }
   fs::rename(tmp_model, model_path, ec);
   if (ec) throw SaveError("[tokenizer] cannot move the trained model to '" + model_path.string() + "'");
