@@ -20,6 +20,7 @@
 #include "sample/sampler.h"
 #include "util/errors.h"
 #include "util/fs.h"
+#include "util/text.h"
 
 namespace lm::cli {
 namespace fs = std::filesystem;
@@ -88,7 +89,7 @@ void print_shapes(model::GptImpl& m, const fs::path& bin, const std::string& tok
   std::cout << "B=" << B << " T=" << a.max_seq_len << " C=" << a.d_model << " V=" << a.vocab_size << " L=" << a.n_layers
             << " H=" << a.n_heads << "; input: " << source << "\n"
             << inspect::format_stages(inspect::trace_stages(m, x, y))
-            << inspect::with_commas(inspect::count_params(a).total) << " parameters\n";
+            << util::with_commas(inspect::count_params(a).total) << " parameters\n";
 }
 
 }  // namespace

@@ -8,9 +8,9 @@
 
 #include "checkpoint/checkpoint.h"
 #include "cli/app.h"
-#include "inspect/params.h"
 #include "sample/sampler.h"
 #include "util/errors.h"
+#include "util/text.h"
 #include "util/threads.h"
 
 namespace lm::cli {
@@ -127,9 +127,9 @@ void add_sample_commands(CLI::App& app) {
     std::cout << "next-token distribution after \"" << (dropped > 0 ? "..." + render(tok, prompt_ids(tok, context)) : o->prompt)
               << "\" (" << context.size() << " context tokens" << (dropped > 0 ? ", " + std::to_string(dropped) + " dropped" : "")
               << ")\n";
-    std::printf("%5s  %s %7s  %9s\n", "rank", inspect::pad("piece", 20).c_str(), "id", "prob");
+    std::printf("%5s  %s %7s  %9s\n", "rank", util::pad("piece", 20).c_str(), "id", "prob");
     for (const auto& row : sample::top_k(probs, o->rows, tok)) {
-      std::printf("%5d  %s %7d  %9.6f\n", row.rank, inspect::pad(row.piece, 20).c_str(), row.id, row.prob);
+      std::printf("%5d  %s %7d  %9.6f\n", row.rank, util::pad(row.piece, 20).c_str(), row.id, row.prob);
     }
     if (o->gen.max_new_tokens == 0) return;
     if (o->stop_eos) o->gen.stop_id = tok.eos_id();

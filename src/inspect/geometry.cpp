@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "inspect/params.h"
 #include "model/positions.h"
 #include "util/errors.h"
+#include "util/text.h"
 
 namespace lm::inspect {
 
@@ -46,7 +46,7 @@ std::string format_neighbours(const std::string& title, const std::vector<Neighb
   std::string out = title + "\n";
   char buf[160];
   for (size_t i = 0; i < list.size(); ++i) {
-    std::snprintf(buf, sizeof buf, "%4zu  %s %7d  cos %.4f\n", i + 1, pad(list[i].piece, 20).c_str(), list[i].id, list[i].cosine);
+    std::snprintf(buf, sizeof buf, "%4zu  %s %7d  cos %.4f\n", i + 1, util::pad(list[i].piece, 20).c_str(), list[i].id, list[i].cosine);
     out += buf;
   }
   return out;
@@ -68,8 +68,8 @@ std::string format_neighbour_change(const std::vector<Neighbour>& before, const 
     const bool has_a = i < before.size(), has_b = i < after.size();
     const int was = has_b ? rank_in(before, after[i].id) : 0;
     kept += was > 0;
-    std::snprintf(buf, sizeof buf, "%4zu  %s %-10s | %s %-10s %s\n", i + 1, pad(has_a ? before[i].piece : "", 20).c_str(),
-                  has_a ? std::to_string(before[i].cosine).substr(0, 6).c_str() : "", pad(has_b ? after[i].piece : "", 20).c_str(),
+    std::snprintf(buf, sizeof buf, "%4zu  %s %-10s | %s %-10s %s\n", i + 1, util::pad(has_a ? before[i].piece : "", 20).c_str(),
+                  has_a ? std::to_string(before[i].cosine).substr(0, 6).c_str() : "", util::pad(has_b ? after[i].piece : "", 20).c_str(),
                   has_b ? std::to_string(after[i].cosine).substr(0, 6).c_str() : "",
                   !has_b ? "" : was ? std::to_string(was).c_str() : "new");
     out += buf;

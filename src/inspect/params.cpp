@@ -2,33 +2,9 @@
 
 #include <cstdio>
 
+#include "util/text.h"
+
 namespace lm::inspect {
-
-std::string pad(const std::string& s, size_t width) {
-  size_t cols = 0;
-  for (unsigned char c : s) cols += (c & 0xC0) != 0x80;
-  return s + std::string(cols < width ? width - cols : 0, ' ');
-}
-
-std::string with_commas(int64_t n) {
-  std::string digits = std::to_string(n < 0 ? -n : n), out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return (n < 0 ? "-" : "") + out;
-}
-
-std::string mib(double bytes) {
-  char buf[64];
-  const double m = bytes / (1024.0 * 1024.0);
-  if (m >= 1024.0) {
-    std::snprintf(buf, sizeof buf, "%.1f GiB", m / 1024.0);
-  } else {
-    std::snprintf(buf, sizeof buf, "%.1f MiB", m);
-  }
-  return buf;
-}
 
 const std::vector<Dtype>& dtypes() {
   static const std::vector<Dtype> d = {{"fp32", 4}, {"fp16", 2}, {"bf16", 2}};
@@ -79,37 +55,37 @@ std::string format_params(const model::GptConfig& cfg, const ParamCount& pc) {
     if (l.name == "ln_f" && cfg.n_layers > 1) {
       const int64_t more = pc.per_block * (cfg.n_layers - 1);
       std::snprintf(buf, sizeof buf, "%-16s %-48s %14s %6.2f%%\n", ("blocks.1-" + std::to_string(cfg.n_layers - 1)).c_str(),
-                    (std::to_string(cfg.n_layers - 1) + " more blocks like blocks.0").c_str(), with_commas(more).c_str(), pct(more));
+                    (std::to_string(cfg.n_layers - 1) + " more blocks like blocks.0").c_str(), util::with_commas(more).c_str(), pct(more));
       out += buf;
     }
     std::snprintf(buf, sizeof buf, "%-16s %-48s %14s %6.2f%%\n", l.name.c_str(), l.shapes.c_str(),
-                  with_commas(l.count).c_str(), pct(l.count));
+                  util::with_commas(l.count).c_str(), pct(l.count));
     out += buf;
   }
-  std::snprintf(buf, sizeof buf, "%-16s %-48s %14s\n\n", "total", "", with_commas(pc.total).c_str());
+  std::snprintf(buf, sizeof buf, "%-16s %-48s %14s\n\n", "total", "", util::with_commas(pc.total).c_str());
   out += buf;
   const int64_t emb_all = pc.embedding + pc.positions + pc.untied_head;
   std::snprintf(buf, sizeof buf,
                 "embeddings: token table %s (%.1f%%)%s%s; all embedding-like tensors %s (%.1f%%); %d blocks %s (%.1f%%)\n",
-                with_commas(pc.embedding).c_str(), pct(pc.embedding),
-                pc.positions ? (", positions " + with_commas(pc.positions)).c_str() : "",
-                pc.untied_head ? (", untied head " + with_commas(pc.untied_head)).c_str() : "", with_commas(emb_all).c_str(),
-                pct(emb_all), static_cast<int>(cfg.n_layers), with_commas(pc.per_block * cfg.n_layers).c_str(),
+                util::with_commas(pc.embedding).c_str(), pct(pc.embedding),
+                pc.positions ? (", positions " + util::with_commas(pc.positions)).c_str() : "",
+                pc.untied_head ? (", untied head " + util::with_commas(pc.untied_head)).c_str() : "", util::with_commas(emb_all).c_str(),
+                pct(emb_all), static_cast<int>(cfg.n_layers), util::with_commas(pc.per_block * cfg.n_layers).c_str(),
                 pct(pc.per_block * cfg.n_layers));
   out += buf;
   if (cfg.tie_embeddings) {
     std::snprintf(buf, sizeof buf, "tied head: the logits reuse tok_emb; untying would add %s parameters (+%.1f%%)\n",
-                  with_commas(pc.tying_saving).c_str(), pct(pc.tying_saving));
+                  util::with_commas(pc.tying_saving).c_str(), pct(pc.tying_saving));
   } else {
     std::snprintf(buf, sizeof buf, "untied head: tying would save %s parameters (%.1f%% of this model)\n",
-                  with_commas(pc.tying_saving).c_str(), pct(pc.tying_saving));
+                  util::with_commas(pc.tying_saving).c_str(), pct(pc.tying_saving));
   }
   out += buf;
   std::snprintf(buf, sizeof buf, "\n%-6s %14s %28s\n", "dtype", "weights", "training (w + grad + AdamW m,v)");
   out += buf;
   for (const auto& d : dtypes()) {
     const double w = static_cast<double>(pc.total) * d.bytes;
-    std::snprintf(buf, sizeof buf, "%-6s %14s %28s\n", d.name, mib(w).c_str(), mib(4.0 * w).c_str());
+    std::snprintf(buf, sizeof buf, "%-6s %14s %28s\n", d.name, util::mib(w).c_str(), util::mib(4.0 * w).c_str());
     out += buf;
   }
   out += "(activations not included; they grow with batch x seq_len)\n";
@@ -118,13 +94,13 @@ std::string format_params(const model::GptConfig& cfg, const ParamCount& pc) {
 
 std::string format_table_arithmetic(int64_t vocab, int64_t d_model) {
   const int64_t n = vocab * d_model;
-  std::string out = "token table: " + with_commas(vocab) + " x " + with_commas(d_model) + " = " + with_commas(n) + " parameters";
+  std::string out = "token table: " + util::with_commas(vocab) + " x " + util::with_commas(d_model) + " = " + util::with_commas(n) + " parameters";
   char buf[128];
   std::snprintf(buf, sizeof buf, " (%.1f M)\n", static_cast<double>(n) / 1e6);
   out += buf;
   for (const auto& d : dtypes()) {
-    out += "  " + std::string(d.name) + ": " + with_commas(n * d.bytes) + " bytes = " + mib(static_cast<double>(n) * d.bytes) +
-           "; training (w + grad + AdamW m,v) " + mib(4.0 * static_cast<double>(n) * d.bytes) + "\n";
+    out += "  " + std::string(d.name) + ": " + util::with_commas(n * d.bytes) + " bytes = " + util::mib(static_cast<double>(n) * d.bytes) +
+           "; training (w + grad + AdamW m,v) " + util::mib(4.0 * static_cast<double>(n) * d.bytes) + "\n";
   }
   out += "  a tied head reuses it; an untied head doubles it\n";
   return out;

@@ -44,11 +44,4 @@ std::string format_params(const model::GptConfig& cfg, const ParamCount& pc);
 /// The arithmetic of a token table alone: "V x C = N parameters", and its size in each dtype.
 std::string format_table_arithmetic(int64_t vocab, int64_t d_model);
 
-/// Left-aligns UTF-8 text in `width` columns (counting code points, so "▁the" is 4 wide, not 6).
-std::string pad(const std::string& s, size_t width);
-/// 1234567 -> "1,234,567".
-std::string with_commas(int64_t n);
-/// Bytes in MiB or GiB with one decimal: "390.6 MiB".
-std::string mib(double bytes);
-
 }  // namespace lm::inspect

@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "inspect/params.h"
 #include "util/errors.h"
+#include "util/text.h"
 
 namespace lm::inspect {
 
@@ -61,7 +61,7 @@ std::string format_probs(const std::vector<ProbRow>& rows) {
       alts += (alts.empty() ? "" : ", ") + a.piece + buf;
     }
     std::snprintf(buf, sizeof buf, "%4lld  %s %s %9.5f %6lld %7.2f b %6.2f b  ", static_cast<long long>(r.position),
-                  pad(r.context_piece, 14).c_str(), pad(r.next_piece, 14).c_str(), r.prob, static_cast<long long>(r.rank), r.surprisal_bits,
+                  util::pad(r.context_piece, 14).c_str(), util::pad(r.next_piece, 14).c_str(), r.prob, static_cast<long long>(r.rank), r.surprisal_bits,
                   r.entropy_bits);
     out += buf + alts + "\n";
     total_bits += r.surprisal_bits;

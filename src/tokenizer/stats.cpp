@@ -9,6 +9,7 @@
 #include "inspect/params.h"
 #include "util/errors.h"
 #include "util/fs.h"
+#include "util/text.h"
 
 namespace lm::tokenizer {
 namespace fs = std::filesystem;
@@ -137,7 +138,7 @@ std::string format_stats(const StatsReport& r, const StatsOptions& opt) {
     }
     std::snprintf(buf, sizeof buf, "%7d %10.4f %10.3f %7.1f / %-4lld %11.2f%% %14s %8.1f%% %6.1fs\n", s.vocab_size, s.tokens_per_char,
                   s.tokens_per_word, s.mean_line_tokens, static_cast<long long>(m.max_seq_len), 100.0 * s.lines_over_context,
-                  inspect::with_commas(s.embedding_params).c_str(), 100.0 * s.embedding_share, s.train_seconds);
+                  util::with_commas(s.embedding_params).c_str(), 100.0 * s.embedding_share, s.train_seconds);
     out += buf;
   }
   out += "\nfewer tokens per character = shorter sequences (more text per context window, less compute per\n"

@@ -212,23 +212,13 @@ TrainResult run_training(const TrainJob& job) {
   const double clip = job.train.grad_clip > 0 ? job.train.grad_clip : std::numeric_limits<double>::infinity();
   MetricsLog metrics(job.run_dir / "metrics.jsonl", state.step);
   ProgressLine progress;
-  // Unfreezing (finetune.unfreeze_embeddings_after): the frozen proof of those tensors ends here.
+  // Unfreezing (finetune.unfreeze_embeddings_after): the frozen proof of those tensors ends here. A process
+  // resumed at or past the unfreeze step has nothing to prove: the tensors trained before it started.
   auto unfreeze = [&] {
-    if (first_step >= job.unfreeze_after) {  // resumed from a checkpoint at or past the unfreeze point
-      for (auto& name : later) {
-        frozen_before.erase(name);
-        frozen.erase(std::find(frozen.begin(), frozen.end(), name));
-      }
-      for (auto& [name, p] : model::named_weights(*model)) {
-        if (std::find(later.begin(), later.end(), name) != later.end()) p.requires_grad_(true);
-      }
-      spdlog::info("resumed at step {}, at or after the unfreeze at step {}: {} trains", first_step, job.unfreeze_after,
-                   join_names(later));
-      later.clear();
-      return;
-    }
-    for (auto& [name, hash] : hash_parameters(*model, later)) {
-      if (frozen_before.at(name) != hash) {
+    const bool resumed_past = first_step >= job.unfreeze_after;
+    const auto now = hash_parameters(*model, later);
+    for (auto& name : later) {
+      if (!resumed_past && frozen_before.at(name) != now.at(name)) {
         throw Error(ExitCode::kInternal, "[finetune] frozen tensor " + name + " changed before it was unfrozen");
       }
       frozen_before.erase(name);
@@ -239,9 +229,14 @@ TrainResult run_training(const TrainJob& job) {
     }
     progress.clear();
     const bool tied_head = arch.tie_embeddings && std::count(later.begin(), later.end(), "tok_emb.weight") > 0;
-    spdlog::info("step {}: unfroze {} (SHA-256 unchanged over steps {}-{}); it trains from here at {} x lr{}", state.step,
-                 join_names(later), first_step + 1, state.step, job.embedding_lr_scale,
-                 tied_head ? ", and with it the tied output projection" : "");
+    if (resumed_past) {
+      spdlog::info("resumed at step {}, at or after the unfreeze at step {}: {} trains", first_step, job.unfreeze_after,
+                   join_names(later));
+    } else {
+      spdlog::info("step {}: unfroze {} (SHA-256 unchanged over steps {}-{}); it trains from here at {} x lr{}",
+                   state.step, join_names(later), first_step + 1, state.step, job.embedding_lr_scale,
+                   tied_head ? ", and with it the tied output projection" : "");
+    }
     later.clear();
   };
   fs::path last_ckpt = resume_from;

@@ -1,0 +1,33 @@
+#include "util/text.h"
+
+#include <cstdio>
+
+namespace lm::util {
+
+std::string pad(const std::string& s, size_t width) {
+  size_t cols = 0;
+  for (unsigned char c : s) cols += (c & 0xC0) != 0x80;
+  return s + std::string(cols < width ? width - cols : 0, ' ');
+}
+
+std::string with_commas(int64_t n) {
+  std::string digits = std::to_string(n < 0 ? -n : n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return (n < 0 ? "-" : "") + out;
+}
+
+std::string mib(double bytes) {
+  char buf[64];
+  const double m = bytes / (1024.0 * 1024.0);
+  if (m >= 1024.0) {
+    std::snprintf(buf, sizeof buf, "%.1f GiB", m / 1024.0);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.1f MiB", m);
+  }
+  return buf;
+}
+
+}  // namespace lm::util

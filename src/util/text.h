@@ -1,0 +1,17 @@
+// Text helpers for tables: UTF-8-aware padding, thousands separators, byte sizes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace lm::util {
+
+/// Left-aligns UTF-8 text in `width` columns (counting code points, so "▁the" is 4 wide, not 6).
+std::string pad(const std::string& s, size_t width);
+/// 1234567 -> "1,234,567".
+std::string with_commas(int64_t n);
+/// Bytes in MiB (or GiB from 1 GiB) with one decimal: "390.6 MiB".
+std::string mib(double bytes);
+
+}  // namespace lm::util
