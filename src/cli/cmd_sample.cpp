@@ -111,6 +111,11 @@ void add_sample_commands(CLI::App& app) {
                    dropped + static_cast<int64_t>(context.size()), context.size());
     }
     o->gen.use_cache = !o->no_cache;
+    if (o->gen.max_new_tokens == 0 && o->bench_repeats == 0 &&
+        (o->samples != 1 || !o->stops.empty() || o->stop_eos || o->no_cache || o->gen.extend_positions)) {
+      throw ConfigError("[sample] -n, --stop, --stop-at-eos, --no-cache and --extend-positions shape generated text: "
+                        "expected --generate N with N >= 1 as well");
+    }
     for (auto& s : o->stops) {
       if (s.empty()) throw ConfigError("[sample] --stop: expected a non-empty string, got ''");
     }
