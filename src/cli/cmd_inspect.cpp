@@ -7,7 +7,6 @@
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "checkpoint/checkpoint.h"
 #include "cli/app.h"
@@ -20,6 +19,7 @@
 #include "sample/sampler.h"
 #include "util/errors.h"
 #include "util/fs.h"
+#include "util/hash.h"
 #include "util/text.h"
 
 namespace lm::cli {
@@ -30,10 +30,8 @@ namespace {
 // "0,1,2" -> {0,1,2}; "0-3" -> {0,1,2,3}. ConfigError on anything else.
 std::vector<int64_t> parse_int_list(const std::string& flag, const std::string& text) {
   std::vector<int64_t> out;
-  std::stringstream ss(text);
-  std::string item;
   try {
-    while (std::getline(ss, item, ',')) {
+    for (const auto& item : util::split(text, ',')) {
       const auto dash = item.find('-', 1);
       size_t used = 0;
       if (dash == std::string::npos) {
@@ -138,9 +136,7 @@ void add_reading_commands(CLI::App& inspect) {
     std::vector<std::pair<std::string, torch::Tensor>> tables = {{"tok_emb.weight", ck.model->tok_emb->weight}};
     if (!ck.arch.tie_embeddings) tables.emplace_back("head.weight", ck.model->head->weight);
     if (!o->analogy.empty()) {
-      std::vector<std::string> parts;
-      std::stringstream ss(o->analogy);
-      for (std::string p; std::getline(ss, p, ',');) parts.push_back(p);
+      const auto parts = util::split(o->analogy, ',');
       if (parts.size() != 3) throw ConfigError("[inspect] --analogy: expected a,b,c (three pieces), got '" + o->analogy + "'");
       std::vector<int32_t> ids;
       for (auto& p : parts) ids.push_back(inspect::find_piece(tok, p));
@@ -156,7 +152,7 @@ void add_reading_commands(CLI::App& inspect) {
     const std::vector<int32_t> exclude = o->exclude_self ? std::vector<int32_t>{id} : std::vector<int32_t>{};
     if (!o->compare.empty()) {
       auto other = checkpoint::load_checkpoint(o->compare);
-      if (tokenizer::Tokenizer(other.tokenizer_model).sha256() != tok.sha256()) {
+      if (util::sha256_file(other.tokenizer_model) != tok.sha256()) {
         throw CheckpointError("[inspect] --compare: expected a checkpoint with the same tokenizer as " + ck.dir.string());
       }
       auto a = inspect::nearest(ck.model->tok_emb->weight, ck.model->tok_emb->weight[id], o->k, exclude, tok);
@@ -229,7 +225,7 @@ void add_reading_commands(CLI::App& inspect) {
   shapes->callback([o] {
     auto ck = checkpoint::load_checkpoint(o->checkpoint);
     std::cout << "checkpoint " << ck.dir.string() << "\n";
-    print_shapes(*ck.model, ck.dir.parent_path() / "val.bin", tokenizer::Tokenizer(ck.tokenizer_model).sha256(), o->batch);
+    print_shapes(*ck.model, ck.dir.parent_path() / "val.bin", util::sha256_file(ck.tokenizer_model), o->batch);
   });
 }
 

@@ -8,6 +8,7 @@
 #include "tokenizer/tokenizer.h"
 #include "util/errors.h"
 #include "util/fs.h"
+#include "util/text.h"
 
 namespace lm::cli {
 namespace {
@@ -70,8 +71,7 @@ void add_tokenizer_commands(CLI::App& app) {
     st->opt.base.model_type = tokenizer::parse_model_type(st->model_type);
     if (!st->config.empty()) st->opt.model = config::load_config(st->config, {}).model;  // else GptConfig defaults
     st->opt.sizes.clear();
-    std::stringstream ss(st->sizes);
-    for (std::string item; std::getline(ss, item, ',');) {
+    for (const auto& item : util::split(st->sizes, ',')) {
       size_t used = 0;
       int v = 0;
       try {

@@ -7,15 +7,18 @@
 #include <random>
 
 #include "model/linear.h"
-
 #include "util/errors.h"
 
 namespace lm::sample {
 namespace {
 
-torch::Tensor ids_tensor(const std::vector<int32_t>& ids, size_t start = 0) {
-  std::vector<int64_t> v(ids.begin() + static_cast<std::ptrdiff_t>(start), ids.end());
-  return torch::tensor(v, torch::kInt64).unsqueeze(0);  // (1,T)
+torch::Tensor ids_tensor(const std::vector<int32_t>& ids) {
+  return torch::tensor(std::vector<int64_t>(ids.begin(), ids.end()), torch::kInt64).unsqueeze(0);  // (1,T)
+}
+
+// Encodes `window` into an empty cache; returns the next-token logits (V) float64.
+torch::Tensor prefill(model::GptImpl& model, const std::vector<int32_t>& window, model::KvCache& cache) {
+  return model.forward_cached(ids_tensor(window), cache).squeeze(0).to(torch::kFloat64);
 }
 
 // Logits (V) float64 after the whole window, recomputed from scratch.
@@ -123,7 +126,7 @@ Sample continue_sample(model::GptImpl& model, std::vector<int32_t> window, model
       ++s.window_slides;
       if (opt.use_cache) {
         cache = model::KvCache{};
-        logits = model.forward_cached(ids_tensor(window), cache).squeeze(0).to(torch::kFloat64);
+        logits = prefill(model, window, cache);
         continue;
       }
     }
@@ -170,9 +173,7 @@ std::vector<Sample> generate(model::GptImpl& model, const std::vector<int32_t>& 
   model.eval();
   torch::NoGradGuard no_grad;
   model::KvCache prompt_cache;
-  const torch::Tensor first = opt.use_cache
-                                  ? model.forward_cached(ids_tensor(context), prompt_cache).squeeze(0).to(torch::kFloat64)
-                                  : full_logits(model, context);
+  const torch::Tensor first = opt.use_cache ? prefill(model, context, prompt_cache) : full_logits(model, context);
   std::vector<Sample> out;
   for (int64_t i = 0; i < n; ++i) {
     out.push_back(continue_sample(model, context, i + 1 < n ? prompt_cache.clone() : std::move(prompt_cache), first,

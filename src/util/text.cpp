@@ -1,6 +1,7 @@
 #include "util/text.h"
 
 #include <cstdio>
+#include <sstream>
 
 namespace lm::util {
 
@@ -8,6 +9,13 @@ std::string pad(const std::string& s, size_t width) {
   size_t cols = 0;
   for (unsigned char c : s) cols += (c & 0xC0) != 0x80;
   return s + std::string(cols < width ? width - cols : 0, ' ');
+}
+
+std::vector<std::string> split(const std::string& text, char sep) {
+  std::vector<std::string> out;
+  std::stringstream ss(text);
+  for (std::string item; std::getline(ss, item, sep);) out.push_back(item);
+  return out;
 }
 
 std::string with_commas(int64_t n) {

@@ -4,11 +4,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace lm::util {
 
 /// Left-aligns UTF-8 text in `width` columns (counting code points, so "▁the" is 4 wide, not 6).
 std::string pad(const std::string& s, size_t width);
+/// "a,b,c" -> {"a","b","c"} (a trailing separator adds no empty item; "" -> {}).
+std::vector<std::string> split(const std::string& text, char sep);
 /// 1234567 -> "1,234,567".
 std::string with_commas(int64_t n);
 /// Bytes in MiB (or GiB from 1 GiB) with one decimal: "390.6 MiB".
