@@ -11,16 +11,10 @@ namespace lm::test {
 namespace {
 
 std::string write_config(const ScratchDir& dir, const std::string& extra = "") {
-  fs::path cfg = dir / "cfg.yaml";
-  std::ofstream(cfg) << "run: {dir: " << (dir / "run").string() << ", seed: 3, threads: 1}\n"
-                     << "data: {train: " << data_file("tiny_en.txt").string()
-                     << ", val: " << data_file("tiny_en_val.txt").string() << "}\n"
-                     << "tokenizer: {vocab_size: 128}\n"
-                     << "model: {d_model: 32, n_layers: 2, n_heads: 2, max_seq_len: 16}\n"
-                     << "train: {batch_size: 4, max_steps: 12, warmup_steps: 2, eval_every: 6, eval_batches: 2, log_every: 3}\n"
-                     << "checkpoint: {every: 6}\n"
-                     << extra;
-  return cfg.string();
+  RunSpec spec;
+  spec.train = "batch_size: 4, max_steps: 12, warmup_steps: 2, eval_every: 6, eval_batches: 2, log_every: 3";
+  spec.extra = "checkpoint: {every: 6}\n" + extra;
+  return write_run_config(dir, spec).string();
 }
 
 // The run ends with exactly one "error: ..." line (log lines may come before it), no trace, no crash.

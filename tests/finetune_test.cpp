@@ -14,25 +14,24 @@ namespace {
 
 // Pretrain 4 steps on tiny_en.txt; returns the run directory.
 fs::path pretrain(const ScratchDir& dir, bool tied) {
-  fs::path cfg = dir / "pre.yaml";
-  std::ofstream(cfg) << "run: {dir: " << (dir / "pre").string() << ", seed: 2}\n"
-                     << "data: {train: " << data_file("tiny_en.txt").string() << ", val: " << data_file("tiny_en_val.txt").string() << "}\n"
-                     << "tokenizer: {vocab_size: 128}\n"
-                     << "model: {d_model: 32, n_layers: 2, n_heads: 2, max_seq_len: 16, tie_embeddings: " << (tied ? "true" : "false") << "}\n"
-                     << "train: {batch_size: 4, max_steps: 4, warmup_steps: 1, eval_every: 0}\n";
-  auto r = run_lmtrain("train -c " + cfg.string());
+  RunSpec spec;
+  spec.run = "pre";
+  spec.seed = 2;
+  spec.model += std::string(", tie_embeddings: ") + (tied ? "true" : "false");
+  auto r = run_lmtrain("train -c " + write_run_config(dir, spec).string());
   EXPECT_EQ(r.exit_code, 0) << r.output;
   return dir / "pre";
 }
 
 // Arguments of a fine-tune on the validation text (new domain), original val = tiny_en_val too.
 std::string finetune_args(const ScratchDir& dir, const fs::path& from, const std::string& extra) {
-  fs::path cfg = dir / "ft.yaml";
-  std::ofstream(cfg) << "run: {dir: " << (dir / "ft").string() << ", seed: 3}\n"
-                     << "data: {train: " << data_file("tiny_en_val.txt").string() << ", val: " << data_file("tiny_en_val.txt").string() << "}\n"
-                     << "train: {batch_size: 4, max_steps: 5, warmup_steps: 1, lr: 0.01, eval_every: 0}\n"
-                     << "finetune: {drift_top_k: 3}\n";
-  return "finetune --from " + from.string() + " -c " + cfg.string() + " " + extra;
+  RunSpec spec;
+  spec.run = "ft";
+  spec.train_text = "tiny_en_val.txt";
+  spec.tokenizer = spec.model = "";  // from the checkpoint
+  spec.train = "batch_size: 4, max_steps: 5, warmup_steps: 1, lr: 0.01, eval_every: 0";
+  spec.extra = "finetune: {drift_top_k: 3}\n";
+  return "finetune --from " + from.string() + " -c " + write_run_config(dir, spec).string() + " " + extra;
 }
 
 RunResult finetune(const ScratchDir& dir, const fs::path& from, const std::string& extra) {
@@ -101,9 +100,7 @@ TEST(Finetune, UnfreezeAfterNStepsAndASigtermResumeIsBitwiseExact) {
 
   // The same fine-tune stopped by SIGTERM around the unfreeze point, then resumed in a new process.
   const std::string split = extra + "--set run.dir=" + (dir / "split").string();
-  ::setenv("LMTRAIN_TEST_STEP_DELAY_MS", "300", 1);
-  pid_t pid = spawn_lmtrain(finetune_args(dir, pre, split), dir / "split1.log");
-  ::unsetenv("LMTRAIN_TEST_STEP_DELAY_MS");
+  pid_t pid = spawn_lmtrain(finetune_args(dir, pre, split), dir / "split1.log", "LMTRAIN_TEST_STEP_DELAY_MS=300");
   ASSERT_TRUE(wait_for([&] { return !losses(dir / "split").empty(); })) << slurp(dir / "split1.log");
   ::kill(pid, SIGTERM);
   EXPECT_EQ(wait_exit(pid), 143) << slurp(dir / "split1.log");

@@ -8,6 +8,7 @@
 #include <array>
 #include <chrono>
 #include <fstream>
+#include <sstream>
 #include <functional>
 #include <thread>
 #include <vector>
@@ -72,6 +73,30 @@ inline const fs::path& english_tokenizer_path() {
   return model;
 }
 
+/// The tiny training run most tests use, as YAML. Each field is one section's flow-map body; an empty
+/// string leaves that section out (a fine-tune takes tokenizer and model from its checkpoint).
+struct RunSpec {
+  std::string run = "run";  ///< run directory name inside the scratch dir; the YAML is <run>.yaml
+  uint64_t seed = 3;
+  std::string train_text = "tiny_en.txt", val_text = "tiny_en_val.txt";  ///< files in tests/data
+  std::string tokenizer = "vocab_size: 128";
+  std::string model = "d_model: 32, n_layers: 2, n_heads: 2, max_seq_len: 16";
+  std::string train = "batch_size: 4, max_steps: 4, warmup_steps: 1, eval_every: 0";
+  std::string extra;  ///< further YAML lines (checkpoint:, finetune:, ...)
+};
+
+/// Writes `spec` as dir/<run>.yaml and returns its path.
+inline fs::path write_run_config(const ScratchDir& dir, const RunSpec& spec) {
+  const fs::path cfg = dir / (spec.run + ".yaml");
+  std::ofstream out(cfg);
+  out << "run: {dir: " << (dir / spec.run).string() << ", seed: " << spec.seed << ", threads: 1}\n"
+      << "data: {train: " << data_file(spec.train_text).string() << ", val: " << data_file(spec.val_text).string() << "}\n";
+  if (!spec.tokenizer.empty()) out << "tokenizer: {" << spec.tokenizer << "}\n";
+  if (!spec.model.empty()) out << "model: {" << spec.model << "}\n";
+  out << "train: {" << spec.train << "}\n" << spec.extra;
+  return cfg;
+}
+
 /// Result of running a command through /bin/sh.
 struct RunResult {
   int exit_code = -1;
@@ -90,13 +115,21 @@ inline RunResult run_command(const std::string& cmd) {
   return r;
 }
 
-/// Runs the real lmtrain binary with `args`.
+/// Runs the real (release) lmtrain binary with `args`.
 inline RunResult run_lmtrain(const std::string& args) { return run_command(std::string(LMTRAIN_BINARY) + " " + args); }
 
+/// Runs the test build lmtrain_faults with `args` and fault variables, e.g. faults = "LMTRAIN_TEST_NAN_STEP=6"
+/// (util/faults.h lists them).
+inline RunResult run_lmtrain_faults(const std::string& faults, const std::string& args) {
+  return run_command("env " + faults + " " + std::string(LMTRAIN_FAULTS_BINARY) + " " + args);
+}
+
 /// Starts `lmtrain args` in the background (via `sh -c "exec ..."`, so the pid is lmtrain's own), with
-/// stdout and stderr going to `log`. Returns the pid.
-inline pid_t spawn_lmtrain(const std::string& args, const fs::path& log) {
-  const std::string cmd = "exec " + std::string(LMTRAIN_BINARY) + " " + args + " > '" + log.string() + "' 2>&1";
+/// stdout and stderr going to `log`. Returns the pid. With `faults` (e.g. "LMTRAIN_TEST_STEP_DELAY_MS=150")
+/// the test build lmtrain_faults runs instead, with those variables set.
+inline pid_t spawn_lmtrain(const std::string& args, const fs::path& log, const std::string& faults = "") {
+  const std::string exe = faults.empty() ? std::string(LMTRAIN_BINARY) : "env " + faults + " " + LMTRAIN_FAULTS_BINARY;
+  const std::string cmd = "exec " + exe + " " + args + " > '" + log.string() + "' 2>&1";
   pid_t pid = ::fork();
   if (pid == 0) {
     ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
@@ -143,6 +176,24 @@ inline std::string manifest_sha(const fs::path& ckpt, const std::string& file) {
   auto at = m.find("\"name\": \"" + file + "\"");
   auto sha = m.find("\"sha256\": \"", at) + 11;
   return at == std::string::npos ? "" : m.substr(sha, 64);
+}
+
+/// True when some line of `text` starts with the words `words`, however they are spaced (tables pad
+/// columns; a test checks the values, not the padding).
+inline bool has_row(const std::string& text, const std::vector<std::string>& words) {
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream ls(line);
+    size_t i = 0;
+    for (std::string w; i < words.size() && ls >> w && w == words[i];) ++i;
+    if (i == words.size()) return true;
+  }
+  return false;
+}
+
+/// A "key value" line of a table such as `ckpt info` ("step         8").
+inline bool has_field(const std::string& text, const std::string& key, const std::string& value) {
+  return has_row(text, {key, value});
 }
 
 inline bool wait_for(const std::function<bool()>& cond, int timeout_ms = 60000) {

@@ -4,10 +4,10 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <chrono>
-#include <cstdlib>
 #include <sstream>
 #include <thread>
 
+#include "checkpoint/tensor_files.h"
 #include "util/errors.h"
 #include "util/fs.h"
 #include "util/hash.h"
@@ -63,66 +63,6 @@ TrainerState state_from_json(const json& j) {
   return s;
 }
 
-std::string dict_bytes(const c10::Dict<std::string, torch::Tensor>& dict) {
-  std::vector<char> bytes = torch::pickle_save(dict);
-  return std::string(bytes.begin(), bytes.end());
-}
-
-std::string weights_bytes(const model::GptImpl& m) {
-  c10::Dict<std::string, torch::Tensor> dict;
-  for (auto& [name, t] : model::named_weights(m)) dict.insert(name, t.detach().cpu().contiguous());
-  return dict_bytes(dict);
-}
-
-// Key of a parameter in Optimizer::state(): LibTorch 1.13 uses the TensorImpl address printed as a string,
-// later versions the address itself; deduce which from the map type.
-template <typename Map>
-typename Map::key_type state_key(const Map&, const torch::Tensor& p) {
-  using K = typename Map::key_type;
-  if constexpr (std::is_same_v<K, std::string>) {
-    std::ostringstream ss;
-    ss << static_cast<const void*>(p.unsafeGetTensorImpl());
-    return ss.str();
-  } else {
-    return static_cast<K>(p.unsafeGetTensorImpl());
-  }
-}
-
-// AdamW state keyed by parameter *name*. (torch::save of an optimizer keys it by tensor addresses, which
-// differ between processes, so its bytes could never match across a resume.)
-std::string optimizer_bytes(const torch::optim::AdamW& opt, const model::GptImpl& m) {
-  c10::Dict<std::string, torch::Tensor> dict;
-  for (auto& [name, p] : model::named_weights(m)) {
-    auto it = opt.state().find(state_key(opt.state(), p));
-    if (it == opt.state().end()) continue;  // no step taken yet, or a frozen parameter
-    const auto& st = static_cast<const torch::optim::AdamWParamState&>(*it->second);
-    dict.insert(name + ".step", torch::tensor(st.step(), torch::kInt64));
-    dict.insert(name + ".exp_avg", st.exp_avg().detach().cpu().contiguous());
-    dict.insert(name + ".exp_avg_sq", st.exp_avg_sq().detach().cpu().contiguous());
-    if (st.max_exp_avg_sq().defined()) dict.insert(name + ".max_exp_avg_sq", st.max_exp_avg_sq().detach().cpu().contiguous());
-  }
-  return dict_bytes(dict);
-}
-
-std::map<std::string, torch::Tensor> read_dict(const fs::path& p, const char* what) {
-  std::string bytes = util::read_file(p, what);
-  torch::IValue iv;
-  try {
-    iv = torch::pickle_load(std::vector<char>(bytes.begin(), bytes.end()));
-  } catch (const c10::Error& e) {
-    throw CheckpointError("[checkpoint] cannot read " + std::string(what) + " '" + p.string() + "': " + e.what_without_backtrace());
-  }
-  if (!iv.isGenericDict()) throw CheckpointError("[checkpoint] " + std::string(what) + ": expected a name -> tensor dict");
-  std::map<std::string, torch::Tensor> out;
-  for (const auto& kv : iv.toGenericDict()) {
-    if (!kv.key().isString() || !kv.value().isTensor()) {
-      throw CheckpointError("[checkpoint] " + std::string(what) + " '" + p.string() + "': expected string -> tensor entries");
-    }
-    out[kv.key().toStringRef()] = kv.value().toTensor();
-  }
-  return out;
-}
-
 json read_json(const fs::path& p) {
   try {
     return json::parse(util::read_file(p, "checkpoint file"));
@@ -156,18 +96,14 @@ fs::path save_checkpoint(const fs::path& run_dir, const std::string& name, const
     files.emplace_back("arch.json", json(req.model->config()).dump(2) + "\n");
     files.emplace_back("tokenizer.model", util::read_file(req.tokenizer_model, "tokenizer model"));
     json manifest{{"format_version", kFormatVersion}, {"files", json::array()}};
-    // Test-only hooks: LMTRAIN_TEST_SAVE_PAUSE_MS sleeps after each file so a test can kill -9 mid-save;
-    // LMTRAIN_TEST_FAIL_SAVE=NAME makes the save of checkpoint NAME fail after its first file, as a full
-    // disk would.
-    const char* pause = std::getenv("LMTRAIN_TEST_SAVE_PAUSE_MS");
-    const char* fail = std::getenv("LMTRAIN_TEST_FAIL_SAVE");
     for (auto& [fname, bytes] : files) {
-      if (fail && name == fail && fname != files.front().first) {
-        throw SaveError("[checkpoint] writing " + (tmp / fname).string() + " failed: No space left on device (injected by LMTRAIN_TEST_FAIL_SAVE)");
+      if (name == req.faults.fail_save && fname != files.front().first) {
+        throw SaveError("[checkpoint] writing " + (tmp / fname).string() +
+                        " failed: No space left on device (injected fault, test build)");
       }
       util::write_file_synced(tmp / fname, bytes);
       manifest["files"].push_back({{"name", fname}, {"bytes", bytes.size()}, {"sha256", util::sha256_hex(bytes)}});
-      if (pause) std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(pause)));
+      if (req.faults.save_pause_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(req.faults.save_pause_ms));
     }
     util::write_file_synced(tmp / "manifest.json", manifest.dump(2) + "\n");
     util::fsync_dir(tmp);
@@ -240,34 +176,6 @@ fs::path resolve_checkpoint(const fs::path& path) {
                         "': expected a checkpoint directory (with manifest.json) or a run directory with `latest`");
 }
 
-void load_weights(model::GptImpl& model, const fs::path& model_pt, bool head_from_tok_emb) {
-  auto stored = read_dict(model_pt, "weights");
-  if (head_from_tok_emb && !stored.count("head.weight") && stored.count("tok_emb.weight")) {
-    stored["head.weight"] = stored["tok_emb.weight"].clone();
-  }
-  auto expected = model::named_weights(model);
-  // Check everything before copying anything: torch::load alone would silently take the file's shapes.
-  for (auto& [name, t] : expected) {
-    auto it = stored.find(name);
-    if (it == stored.end()) throw CheckpointError("[checkpoint] weight missing: expected '" + name + "' in " + model_pt.string());
-    if (it->second.sizes() != t.sizes()) {
-      std::ostringstream ss;
-      ss << "[checkpoint] shape of '" << name << "': expected " << t.sizes() << ", got " << it->second.sizes();
-      throw CheckpointError(ss.str());
-    }
-  }
-  if (stored.size() != expected.size()) {
-    for (auto& [name, t] : stored) {
-      bool known = std::any_of(expected.begin(), expected.end(), [&](auto& e) { return e.first == name; });
-      if (!known) {
-        throw CheckpointError("[checkpoint] unexpected weight '" + name + "' (does tie_embeddings match the checkpoint?)");
-      }
-    }
-  }
-  torch::NoGradGuard no_grad;
-  for (auto& [name, t] : expected) t.copy_(stored[name]);
-}
-
 TrainerState read_trainer_state(const fs::path& dir) {
   try {
     return state_from_json(read_json(dir / "trainer_state.json"));
@@ -318,35 +226,6 @@ LoadedCheckpoint load_checkpoint(const fs::path& dir_arg) {
   out.model = model::Gpt(out.arch);
   load_weights(*out.model, out.dir / "model.pt");
   return out;
-}
-
-void load_optimizer(torch::optim::AdamW& opt, const model::GptImpl& model, const fs::path& dir) {
-  fs::path p = dir / "optimizer.pt";
-  if (!fs::is_regular_file(p)) throw CheckpointError("[checkpoint] optimizer state missing: expected " + p.string());
-  auto stored = read_dict(p, "optimizer state");
-  size_t used = 0;
-  for (auto& [name, param] : model::named_weights(model)) {
-    auto step = stored.find(name + ".step");
-    if (step == stored.end()) continue;
-    auto avg = stored.find(name + ".exp_avg"), sq = stored.find(name + ".exp_avg_sq");
-    if (avg == stored.end() || sq == stored.end() || avg->second.sizes() != param.sizes() ||
-        sq->second.sizes() != param.sizes()) {
-      throw CheckpointError("[checkpoint] optimizer state of '" + name + "': expected exp_avg/exp_avg_sq shaped like the parameter");
-    }
-    auto st = std::make_unique<torch::optim::AdamWParamState>();
-    st->step(step->second.item<int64_t>());
-    st->exp_avg(avg->second.clone());
-    st->exp_avg_sq(sq->second.clone());
-    used += 3;
-    if (auto mx = stored.find(name + ".max_exp_avg_sq"); mx != stored.end()) {
-      st->max_exp_avg_sq(mx->second.clone());
-      ++used;
-    }
-    opt.state()[state_key(opt.state(), param)] = std::move(st);
-  }
-  if (used != stored.size()) {
-    throw CheckpointError("[checkpoint] optimizer state '" + p.string() + "' names parameters this model does not have");
-  }
 }
 
 std::vector<fs::path> list_checkpoints(const fs::path& run_dir) {

@@ -19,8 +19,10 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/tensor_files.h"
 #include "model/gpt.h"
 #include "model/gpt_config.h"
+#include "util/faults.h"
 
 namespace lm::checkpoint {
 
@@ -61,6 +63,7 @@ struct SaveRequest {
   std::string config_yaml;
   fs::path tokenizer_model;
   bool update_latest = true;  ///< point RUN/latest at it (false for `best`)
+  util::Faults faults;        ///< test builds only: pause after each file, or fail a named save
 };
 
 /// Writes RUN/NAME atomically and, when asked, points RUN/latest at it. An existing RUN/NAME is replaced
@@ -87,15 +90,6 @@ struct LoadedCheckpoint {
 
 /// Verifies, rebuilds and loads. Throws CheckpointError on any mismatch (missing/extra name, shape).
 LoadedCheckpoint load_checkpoint(const fs::path& dir);
-
-/// Copies the weights in `model_pt` into `model`, checking every name and shape first. With
-/// `head_from_tok_emb`, a missing head.weight is taken from the stored tok_emb.weight (untying a tied
-/// checkpoint).
-void load_weights(model::GptImpl& model, const fs::path& model_pt, bool head_from_tok_emb = false);
-
-/// Loads optimizer.pt into `opt`, whose parameters are `model`'s (matched by name, shapes checked).
-/// Throws CheckpointError when absent, unreadable or mismatched.
-void load_optimizer(torch::optim::AdamW& opt, const model::GptImpl& model, const fs::path& dir);
 
 /// The committed step_* checkpoints of `run_dir` (with a manifest), oldest first; empty when none.
 std::vector<fs::path> list_checkpoints(const fs::path& run_dir);

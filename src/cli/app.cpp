@@ -4,13 +4,14 @@
 
 #include <iostream>
 
+#include "cli/commands.h"
 #include "util/errors.h"
 #include "util/logging.h"
 #include "util/memory.h"
 
 namespace lm::cli {
 
-int run(int argc, char** argv) {
+int run(int argc, char** argv, const util::Faults& faults) {
   util::keep_freed_memory();
   CLI::App app{"lmtrain: train, fine-tune, sample and inspect small decoder-only language models.\n"
                "Exit codes: 0 ok, 1 internal, 2 usage/config, 3 data/tokenizer, 4 checkpoint, 5 non-finite loss,\n"
@@ -22,12 +23,12 @@ int run(int argc, char** argv) {
   app.parse_complete_callback([&] { util::setup_logging(verbose); });
   add_tokenizer_commands(app);
   add_data_commands(app);
-  add_train_commands(app);
+  add_train_commands(app, faults);
   add_sample_commands(app);
   add_checkpoint_commands(app);
   add_plot_commands(app);
   add_inspect_commands(app);
-  add_finetune_commands(app);
+  add_finetune_commands(app, faults);
   try {
     app.parse(argc, argv);
     return 0;

@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/checkpoint.h"
-#include "cli/app.h"
+#include "cli/commands.h"
 #include "util/fs.h"
 
 namespace lm::cli {

@@ -8,13 +8,16 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/checkpoint.h"
-#include "cli/app.h"
+#include "cli/commands.h"
+#include "cli/jobs.h"
 #include "data/prepare.h"
 #include "inspect/drift.h"
 #include "train/evaluate.h"
 #include "train/finetune.h"
+#include "train/trainer.h"
 #include "util/errors.h"
 #include "util/fs.h"
+#include "util/text.h"
 
 namespace lm::cli {
 namespace fs = std::filesystem;
@@ -35,9 +38,8 @@ void adopt_checkpoint(config::RunConfig& cfg, const fs::path& from) {
     if (fixed_key && cfg.explicit_keys.count(key)) problems.push_back(key + ": checkpoint " + ckpt_value + " vs config " + cfg_value);
   }
   if (!problems.empty()) {
-    std::string msg = "[finetune] the config contradicts the architecture of " + from.string() + ":";
-    for (auto& p : problems) msg += " " + p + ";";
-    throw ConfigError(msg + " Hint: drop these keys; a fine-tune takes them from the checkpoint.");
+    throw ConfigError(util::problem_list("[finetune] the config contradicts the architecture of " + from.string() + ":",
+                                         problems, "Hint: drop these keys; a fine-tune takes them from the checkpoint."));
   }
   cfg.model = arch;
   cfg.tokenizer = saved.tokenizer;
@@ -97,7 +99,7 @@ class Reporter {
 
 }  // namespace
 
-void add_finetune_commands(CLI::App& app) {
+void add_finetune_commands(CLI::App& app, const util::Faults& faults) {
   struct Opts {
     std::string from, config, resume;
     std::vector<std::string> overrides;
@@ -112,7 +114,7 @@ void add_finetune_commands(CLI::App& app) {
   ft->add_option("--set", o->overrides, "override a key: --set section.key=value (repeatable)")->take_all();
   ft->add_option("--resume", o->resume, "continue an interrupted fine-tune exactly: auto | PATH");
   ft->add_flag("--overwrite", o->overwrite, "delete checkpoints of an earlier run in run.dir instead of refusing");
-  ft->callback([o] {
+  ft->callback([o, faults] {
     config::RunConfig cfg = config::load_config(o->config, o->overrides);
     const fs::path from = checkpoint::resolve_checkpoint(o->from);
     checkpoint::verify_checkpoint(from);
@@ -124,6 +126,7 @@ void add_finetune_commands(CLI::App& app) {
     const std::string yaml = config::dump_config(cfg);
     train::TrainJob job = make_train_job(cfg, yaml, o->overwrite, o->resume);
     job.init_from = from;
+    job.faults = faults;
     job.freeze = train::freeze_prefixes(cfg.finetune);
     job.embedding_lr_scale = cfg.finetune.embedding_lr_scale;
     job.unfreeze = train::unfreeze_prefixes(cfg.finetune);

@@ -1,7 +1,6 @@
 // `lmtrain inspect ...`: read a checkpoint. drift (how far embedding rows moved between two checkpoints),
-// probs (teacher-forced next-token table), neighbours (cosine neighbours, analogies, changes), positions,
-// params (counts and memory, also without a checkpoint), shapes (one batch through every stage; also
-// `train --dry-run`).
+// probs (teacher-forced next-token table), neighbours (cosine neighbours, analogies, changes), positions.
+// params and shapes (the architecture itself) are in cmd_inspect_model.cpp.
 #include <spdlog/spdlog.h>
 
 #include <filesystem>
@@ -9,12 +8,10 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/checkpoint.h"
-#include "cli/app.h"
-#include "config/config.h"
-#include "data/batcher.h"
+#include "cli/commands.h"
+#include "data/token_file.h"
 #include "inspect/drift.h"
 #include "inspect/geometry.h"
-#include "inspect/params.h"
 #include "inspect/probs.h"
 #include "sample/sampler.h"
 #include "util/errors.h"
@@ -53,198 +50,107 @@ std::vector<int64_t> parse_int_list(const std::string& flag, const std::string& 
   return out;
 }
 
-// One (B,T) batch and its targets: the first windows of a token file made with the model's tokenizer
-// (SHA-256 `tokenizer_sha`) when it has enough tokens, else uniform random ids (`source` says which, and why).
-std::pair<torch::Tensor, torch::Tensor> shape_batch(const fs::path& bin, const std::string& tokenizer_sha, int64_t V,
-                                                    int64_t B, int64_t T, std::string& source) {
-  std::string why = "no token file at " + bin.string();
-  if (fs::is_regular_file(bin)) {
-    data::TokenFile file(bin);
-    if (tokenizer_sha.empty() || file.info().tokenizer_sha256 != tokenizer_sha) {
-      why = bin.string() + " was made by another tokenizer";
-    } else if (file.size() < static_cast<uint64_t>(T + 1)) {
-      why = bin.string() + " holds fewer than T+1 tokens";
-    } else {
-      auto batch = data::Batcher(file, B, T, 1).at(0);
-      source = "batch 0 of " + bin.string();
-      return {batch.x, batch.y};
+struct ReadOpts {
+  std::string checkpoint, text, piece, analogy, compare, positions, dims;
+  int k = 5;
+  bool json = false, exclude_self = false;
+};
+
+void print_probs(const ReadOpts& o) {
+  auto ck = checkpoint::load_checkpoint(o.checkpoint);
+  tokenizer::Tokenizer tok(ck.tokenizer_model);
+  auto rows = inspect::teacher_forced(*ck.model, tok, sample::prompt_context(tok, o.text), o.k);
+  if (o.json) {
+    std::cout << inspect::probs_json(rows).dump(2) << "\n";
+  } else {
+    std::cout << "checkpoint " << ck.dir.string() << " (step " << ck.state.step << "); surprisal and entropy in bits\n"
+              << inspect::format_probs(rows);
+  }
+}
+
+void print_analogy(const ReadOpts& o, const tokenizer::Tokenizer& tok,
+                   const std::vector<std::pair<std::string, torch::Tensor>>& tables) {
+  const auto parts = util::split(o.analogy, ',');
+  if (parts.size() != 3) throw ConfigError("[inspect] --analogy: expected a,b,c (three pieces), got '" + o.analogy + "'");
+  std::vector<int32_t> ids;
+  for (auto& p : parts) ids.push_back(inspect::find_piece(tok, p));
+  for (auto& [name, table] : tables) {
+    auto q = table[ids[0]] - table[ids[1]] + table[ids[2]];
+    std::cout << inspect::format_neighbours(name + ": " + tok.piece(ids[0]) + " - " + tok.piece(ids[1]) + " + " +
+                                                tok.piece(ids[2]) + " (the three excluded)",
+                                            inspect::nearest(table, q, o.k, ids, tok));
+  }
+}
+
+void print_neighbours(const ReadOpts& o) {
+  if (o.piece.empty() == o.analogy.empty()) throw ConfigError("[inspect] neighbours: expected exactly one of --piece or --analogy");
+  auto ck = checkpoint::load_checkpoint(o.checkpoint);
+  tokenizer::Tokenizer tok(ck.tokenizer_model);
+  std::vector<std::pair<std::string, torch::Tensor>> tables = {{"tok_emb.weight", ck.model->tok_emb->weight}};
+  if (!ck.arch.tie_embeddings) tables.emplace_back("head.weight", ck.model->head->weight);
+  if (!o.analogy.empty()) return print_analogy(o, tok, tables);
+  const int32_t id = inspect::find_piece(tok, o.piece);
+  const std::vector<int32_t> exclude = o.exclude_self ? std::vector<int32_t>{id} : std::vector<int32_t>{};
+  if (!o.compare.empty()) {
+    auto other = checkpoint::load_checkpoint(o.compare);
+    if (util::sha256_file(other.tokenizer_model) != tok.sha256()) {
+      throw CheckpointError("[inspect] --compare: expected a checkpoint with the same tokenizer as " + ck.dir.string());
     }
+    auto a = inspect::nearest(ck.model->tok_emb->weight, ck.model->tok_emb->weight[id], o.k, exclude, tok);
+    auto b = inspect::nearest(other.model->tok_emb->weight, other.model->tok_emb->weight[id], o.k, exclude, tok);
+    std::cout << "neighbours of " << tok.piece(id) << " in tok_emb.weight: A = " << ck.dir.string() << " (step "
+              << ck.state.step << "), B = " << other.dir.string() << " (step " << other.state.step << ")\n"
+              << inspect::format_neighbour_change(a, b);
+    return;
   }
-  torch::manual_seed(0);
-  source = "uniform random ids (" + why + ")";
-  return {torch::randint(V, {B, T}, torch::kInt64), torch::randint(V, {B, T}, torch::kInt64)};
+  for (auto& [name, table] : tables) {
+    std::cout << inspect::format_neighbours(name + ": nearest to " + tok.piece(id) + " (id " + std::to_string(id) + ")",
+                                            inspect::nearest(table, table[id], o.k, exclude, tok));
+  }
 }
 
-void print_shapes(model::GptImpl& m, const fs::path& bin, const std::string& tokenizer_sha, int64_t B) {
-  const auto& a = m.config();
-  const double logits_gib = static_cast<double>(B) * static_cast<double>(a.max_seq_len * a.vocab_size) * 4.0 / (1 << 30);
-  if (logits_gib > 2.0) {
-    throw ConfigError("[inspect] batch: expected a batch whose [B,T,V] logits fit in 2 GiB, got B=" + std::to_string(B) +
-                      " (" + std::to_string(logits_gib).substr(0, 6) + " GiB). Hint: a smaller -b / train.batch_size.");
+void print_positions(const ReadOpts& o) {
+  auto ck = checkpoint::load_checkpoint(o.checkpoint);
+  const int64_t T = ck.arch.max_seq_len;
+  std::vector<int64_t> positions;
+  if (o.positions.empty()) {
+    for (int64_t p : {0, 1, 2, 4, 8, 16, 32, 64, 128, 256}) {
+      if (p < T - 1) positions.push_back(p);
+    }
+    positions.push_back(T - 1);
+  } else {
+    positions = parse_int_list("--positions", o.positions);
   }
-  std::string source;
-  auto [x, y] = shape_batch(bin, tokenizer_sha, a.vocab_size, B, a.max_seq_len, source);
-  std::cout << "B=" << B << " T=" << a.max_seq_len << " C=" << a.d_model << " V=" << a.vocab_size << " L=" << a.n_layers
-            << " H=" << a.n_heads << "; input: " << source << "\n"
-            << inspect::format_stages(inspect::trace_stages(m, x, y))
-            << util::with_commas(inspect::count_params(a).total) << " parameters\n";
+  std::cout << inspect::format_positions(*ck.model, positions, parse_int_list("--dims", o.dims.empty() ? "0-7" : o.dims));
 }
 
-}  // namespace
-
+// `inspect probs|neighbours|positions`.
 void add_reading_commands(CLI::App& inspect) {
-  struct Opts {
-    std::string checkpoint, text, piece, analogy, compare, positions, dims, config;
-    int k = 5;
-    bool json = false, exclude_self = false;
-    int64_t vocab = 0, d_model = 0, batch = 2;
-  };
-  auto o = std::make_shared<Opts>();
-  auto ckpt_option = [&](CLI::App* c, bool required) {
-    auto* opt = c->add_option("--checkpoint", o->checkpoint, "checkpoint directory, or a run directory (its `latest`)");
-    if (required) opt->required();
-  };
-
+  auto o = std::make_shared<ReadOpts>();
   auto* probs = inspect.add_subcommand("probs", "Teacher-forced next-token table: one row per position of --text");
-  ckpt_option(probs, true);
+  add_checkpoint_option(probs, o->checkpoint, true);
   probs->add_option("--text", o->text, "text to score (a line start is implied)")->required();
   probs->add_option("-k,--top-k", o->k, "alternatives listed per position")->capture_default_str();
   probs->add_flag("--json", o->json, "print JSON instead of the table");
-  probs->callback([o] {
-    auto ck = checkpoint::load_checkpoint(o->checkpoint);
-    tokenizer::Tokenizer tok(ck.tokenizer_model);
-    auto rows = inspect::teacher_forced(*ck.model, tok, sample::prompt_context(tok, o->text), o->k);
-    if (o->json) {
-      std::cout << inspect::probs_json(rows).dump(2) << "\n";
-    } else {
-      std::cout << "checkpoint " << ck.dir.string() << " (step " << ck.state.step << "); surprisal and entropy in bits\n"
-                << inspect::format_probs(rows);
-    }
-  });
+  probs->callback([o] { print_probs(*o); });
 
   auto* nb = inspect.add_subcommand("neighbours", "Cosine nearest neighbours of a piece in the token table (and an untied head)");
-  ckpt_option(nb, true);
+  add_checkpoint_option(nb, o->checkpoint, true);
   nb->add_option("--piece", o->piece, "piece or word (\"God\" finds \"\u2581God\")");
   nb->add_option("--analogy", o->analogy, "a,b,c: neighbours of a - b + c (a, b, c excluded)");
   nb->add_option("-k", o->k, "neighbours to list")->capture_default_str();
   nb->add_flag("--exclude-self", o->exclude_self, "leave the piece itself out of its list");
   nb->add_option("--compare", o->compare, "second checkpoint (same tokenizer): how the piece's list changed");
-  nb->callback([o] {
-    if (o->piece.empty() == o->analogy.empty()) throw ConfigError("[inspect] neighbours: expected exactly one of --piece or --analogy");
-    auto ck = checkpoint::load_checkpoint(o->checkpoint);
-    tokenizer::Tokenizer tok(ck.tokenizer_model);
-    std::vector<std::pair<std::string, torch::Tensor>> tables = {{"tok_emb.weight", ck.model->tok_emb->weight}};
-    if (!ck.arch.tie_embeddings) tables.emplace_back("head.weight", ck.model->head->weight);
-    if (!o->analogy.empty()) {
-      const auto parts = util::split(o->analogy, ',');
-      if (parts.size() != 3) throw ConfigError("[inspect] --analogy: expected a,b,c (three pieces), got '" + o->analogy + "'");
-      std::vector<int32_t> ids;
-      for (auto& p : parts) ids.push_back(inspect::find_piece(tok, p));
-      for (auto& [name, table] : tables) {
-        auto q = table[ids[0]] - table[ids[1]] + table[ids[2]];
-        std::cout << inspect::format_neighbours(name + ": " + tok.piece(ids[0]) + " - " + tok.piece(ids[1]) + " + " +
-                                                    tok.piece(ids[2]) + " (the three excluded)",
-                                                inspect::nearest(table, q, o->k, ids, tok));
-      }
-      return;
-    }
-    const int32_t id = inspect::find_piece(tok, o->piece);
-    const std::vector<int32_t> exclude = o->exclude_self ? std::vector<int32_t>{id} : std::vector<int32_t>{};
-    if (!o->compare.empty()) {
-      auto other = checkpoint::load_checkpoint(o->compare);
-      if (util::sha256_file(other.tokenizer_model) != tok.sha256()) {
-        throw CheckpointError("[inspect] --compare: expected a checkpoint with the same tokenizer as " + ck.dir.string());
-      }
-      auto a = inspect::nearest(ck.model->tok_emb->weight, ck.model->tok_emb->weight[id], o->k, exclude, tok);
-      auto b = inspect::nearest(other.model->tok_emb->weight, other.model->tok_emb->weight[id], o->k, exclude, tok);
-      std::cout << "neighbours of " << tok.piece(id) << " in tok_emb.weight: A = " << ck.dir.string() << " (step "
-                << ck.state.step << "), B = " << other.dir.string() << " (step " << other.state.step << ")\n"
-                << inspect::format_neighbour_change(a, b);
-      return;
-    }
-    for (auto& [name, table] : tables) {
-      std::cout << inspect::format_neighbours(name + ": nearest to " + tok.piece(id) + " (id " + std::to_string(id) + ")",
-                                              inspect::nearest(table, table[id], o->k, exclude, tok));
-    }
-  });
+  nb->callback([o] { print_neighbours(*o); });
 
   auto* pos = inspect.add_subcommand("positions", "Position vectors, their similarity structure, and closeness to sinusoidal");
-  ckpt_option(pos, true);
+  add_checkpoint_option(pos, o->checkpoint, true);
   pos->add_option("--positions", o->positions, "positions to show, e.g. 0,1,2,64,127 (default: 0,1,2,4,8,16,32,64,T-1)");
   pos->add_option("--dims", o->dims, "dimensions to show, e.g. 0-7")->capture_default_str();
-  pos->callback([o] {
-    auto ck = checkpoint::load_checkpoint(o->checkpoint);
-    const int64_t T = ck.arch.max_seq_len;
-    std::vector<int64_t> positions;
-    if (o->positions.empty()) {
-      for (int64_t p : {0, 1, 2, 4, 8, 16, 32, 64, 128, 256}) {
-        if (p < T - 1) positions.push_back(p);
-      }
-      positions.push_back(T - 1);
-    } else {
-      positions = parse_int_list("--positions", o->positions);
-    }
-    std::cout << inspect::format_positions(*ck.model, positions, parse_int_list("--dims", o->dims.empty() ? "0-7" : o->dims));
-  });
-
-  auto* params = inspect.add_subcommand("params", "Parameter counts by module, embedding share, memory; or the arithmetic of --vocab x --d-model");
-  ckpt_option(params, false);
-  params->add_option("-c,--config", o->config, "a YAML config instead of a checkpoint (vocab = tokenizer.vocab_size)");
-  params->add_option("--vocab", o->vocab, "with --d-model: the token-table arithmetic alone, no checkpoint");
-  params->add_option("--d-model", o->d_model, "width of the token vectors");
-  params->callback([o] {
-    if (o->vocab > 0 || o->d_model > 0) {
-      if (o->vocab <= 0 || o->d_model <= 0) throw ConfigError("[inspect] params: expected both --vocab V and --d-model C (positive)");
-      std::cout << inspect::format_table_arithmetic(o->vocab, o->d_model);
-      return;
-    }
-    model::GptConfig arch;
-    std::string what;
-    if (!o->checkpoint.empty()) {
-      const fs::path dir = checkpoint::resolve_checkpoint(o->checkpoint);
-      arch = checkpoint::read_arch(dir);
-      what = "checkpoint " + dir.string();
-    } else if (!o->config.empty()) {
-      auto cfg = config::load_config(o->config, {});
-      arch = cfg.model;
-      arch.vocab_size = cfg.tokenizer.vocab_size;
-      what = "config " + o->config;
-    } else {
-      throw ConfigError("[inspect] params: expected --checkpoint, --config, or --vocab with --d-model");
-    }
-    std::cout << what << ": V=" << arch.vocab_size << " C=" << arch.d_model << " L=" << arch.n_layers << " H=" << arch.n_heads
-              << " T=" << arch.max_seq_len << " mlp=" << arch.mlp_ratio << "x, " << model::to_string(arch.positions)
-              << " positions, " << (arch.tie_embeddings ? "tied" : "untied") << " head\n"
-              << inspect::format_params(arch, inspect::count_params(arch)) << "\n"
-              << inspect::format_table_arithmetic(arch.vocab_size, arch.d_model);
-  });
-
-  auto* shapes = inspect.add_subcommand("shapes", "Push one batch through a checkpoint and print every stage's shape and dtype");
-  ckpt_option(shapes, true);
-  shapes->add_option("-b,--batch", o->batch, "batch size B")->capture_default_str()->check(CLI::Range(1, 1 << 30));
-  shapes->callback([o] {
-    auto ck = checkpoint::load_checkpoint(o->checkpoint);
-    std::cout << "checkpoint " << ck.dir.string() << "\n";
-    print_shapes(*ck.model, ck.dir.parent_path() / "val.bin", util::sha256_file(ck.tokenizer_model), o->batch);
-  });
+  pos->callback([o] { print_positions(*o); });
 }
 
-void run_dry_run(const config::RunConfig& cfg) {
-  model::GptConfig arch = cfg.model;
-  const fs::path run(cfg.run.dir);
-  arch.vocab_size = cfg.tokenizer.vocab_size;
-  // The run's tokenizer (and its train.bin) describe this config only when the vocabulary sizes agree;
-  // otherwise a real run would train a new tokenizer first.
-  std::string sha;
-  if (fs::is_regular_file(run / "tokenizer.model")) {
-    tokenizer::Tokenizer tok(run / "tokenizer.model");
-    if (tok.vocab_size() == arch.vocab_size) sha = tok.sha256();
-  }
-  torch::manual_seed(cfg.run.seed);
-  model::Gpt m(arch);
-  std::cout << "dry run of " << cfg.run.dir << " (nothing is trained or written)\n";
-  print_shapes(*m, run / "train.bin", sha, cfg.train.batch_size);
-}
+}  // namespace
 
 void add_inspect_commands(CLI::App& app) {
   auto* inspect = app.add_subcommand("inspect", "Read a checkpoint: probs, neighbours, positions, params, shapes, drift");
@@ -286,6 +192,7 @@ void add_inspect_commands(CLI::App& app) {
     if (!o->json.empty()) util::atomic_write_file(o->json, out.dump(2) + "\n");
   });
   add_reading_commands(*inspect);
+  add_model_reading_commands(*inspect);
 }
 
 }  // namespace lm::cli

@@ -1,7 +1,7 @@
 // `lmtrain plot RUN_DIR`: loss and learning-rate curves from RUN/metrics.jsonl to a PNG.
 #include <iostream>
 
-#include "cli/app.h"
+#include "cli/commands.h"
 #include "inspect/plot.h"
 
 namespace lm::cli {

@@ -7,7 +7,8 @@
 #include <iostream>
 
 #include "checkpoint/checkpoint.h"
-#include "cli/app.h"
+#include "cli/commands.h"
+#include "model/huge_pages.h"
 #include "sample/sampler.h"
 #include "util/errors.h"
 #include "util/text.h"
@@ -65,18 +66,106 @@ void bench(model::GptImpl& model, const std::vector<int32_t>& context, sample::G
   std::printf("(both paths generated the same %zu tokens)\n", ids[1].size());
 }
 
+struct SampleOpts {
+  std::string checkpoint, prompt;
+  std::vector<std::string> stops;
+  int rows = 10, threads = 1, bench_repeats = 0;
+  int64_t samples = 1;
+  bool stop_eos = false, no_truncate = false, no_cache = false;
+  sample::GenerateOptions gen;
+};
+
+// Every option combination is checked before anything is printed.
+void check_sample_options(const SampleOpts& o, const checkpoint::LoadedCheckpoint& ck) {
+  if (o.gen.max_new_tokens == 0 && o.bench_repeats == 0 &&
+      (o.samples != 1 || !o.stops.empty() || o.stop_eos || o.no_cache || o.gen.extend_positions)) {
+    throw ConfigError("[sample] -n, --stop, --stop-at-eos, --no-cache and --extend-positions shape generated text: "
+                      "expected --generate N with N >= 1 as well");
+  }
+  for (auto& s : o.stops) {
+    if (s.empty()) throw ConfigError("[sample] --stop: expected a non-empty string, got ''");
+  }
+  if (o.rows < 1 || o.rows > ck.arch.vocab_size) {
+    throw ConfigError("[sample] --rows: expected 1.." + std::to_string(ck.arch.vocab_size) + ", got " + std::to_string(o.rows));
+  }
+  if (o.bench_repeats > 0 && o.gen.max_new_tokens < 1) throw ConfigError("[sample] --bench: expected --generate N with N >= 1");
+  sample::check_options(*ck.model, o.gen, o.samples);
+}
+
+void print_next_token_table(const SampleOpts& o, checkpoint::LoadedCheckpoint& ck, const tokenizer::Tokenizer& tok,
+                            const std::vector<int32_t>& context, int64_t dropped) {
+  auto probs = sample::next_token_probs(*ck.model, context);
+  std::cout << "checkpoint " << ck.dir.string() << " (step " << ck.state.step << ")\n";
+  std::cout << "next-token distribution after \"" << (dropped > 0 ? "..." + render(tok, prompt_ids(tok, context)) : o.prompt)
+            << "\" (" << context.size() << " context tokens" << (dropped > 0 ? ", " + std::to_string(dropped) + " dropped" : "")
+            << ")\n";
+  std::printf("%5s  %s %7s  %9s\n", "rank", util::pad("piece", 20).c_str(), "id", "prob");
+  for (const auto& row : sample::top_k(probs, o.rows, tok)) {
+    std::printf("%5d  %s %7d  %9.6f\n", row.rank, util::pad(row.piece, 20).c_str(), row.id, row.prob);
+  }
+}
+
+void print_samples(SampleOpts& o, model::GptImpl& model, const tokenizer::Tokenizer& tok, const std::vector<int32_t>& context) {
+  if (o.stop_eos) o.gen.stop_id = tok.eos_id();
+  const std::vector<int32_t> prompt = prompt_ids(tok, context);
+  const size_t prompt_chars = render(tok, prompt).size();
+  // where the first stop string starts in prompt+sample text, looking only at what was generated (a stop
+  // string may begin inside the prompt and end in the sample)
+  auto first_stop = [&](const std::string& text) {
+    size_t at = std::string::npos;
+    for (auto& stop : o.stops) {
+      const size_t from = prompt_chars >= stop.size() ? prompt_chars - stop.size() + 1 : 0;
+      at = std::min(at, text.find(stop, std::min(from, text.size())));
+    }
+    return at;
+  };
+  if (!o.stops.empty()) {
+    o.gen.stop_when = [&](const std::vector<int32_t>& ids) {
+      std::vector<int32_t> all = prompt;
+      all.insert(all.end(), ids.begin(), ids.end());
+      return first_stop(render(tok, all)) != std::string::npos;
+    };
+  }
+  auto samples = sample::generate(model, context, o.gen, o.samples);
+  for (size_t i = 0; i < samples.size(); ++i) {
+    const auto& s = samples[i];
+    // decode prompt and sample together (a piece's word-start space survives); the end-of-text token
+    // that stopped a sample is not printed, nor is a stop string
+    std::vector<int32_t> all = prompt;
+    all.insert(all.end(), s.ids.begin(), s.ids.end() - (s.stop == sample::StopReason::kEndOfText ? 1 : 0));
+    std::string text = render(tok, all);
+    if (s.stop == sample::StopReason::kStopString) text = text.substr(0, std::max(first_stop(text), prompt_chars));
+    std::cout << "\nsample " << i + 1 << " of " << samples.size() << ": " << s.ids.size() << " tokens, stopped by "
+              << sample::to_string(s.stop) << " (temperature " << o.gen.temperature << ", top-k " << o.gen.top_k
+              << ", top-p " << o.gen.top_p << ", seed " << o.gen.seed + i
+              << (s.window_slides ? ", window slid " + std::to_string(s.window_slides) + "x" : "") << "):\n";
+    std::cout << text << "\n";
+  }
+  std::fflush(stdout);
+}
+
+void run_sample(SampleOpts& o) {
+  util::set_compute_threads(o.threads);
+  auto ck = checkpoint::load_checkpoint(o.checkpoint);
+  model::pack_parameters_in_huge_pages(*ck.model);
+  tokenizer::Tokenizer tok(ck.tokenizer_model);
+  int64_t dropped = 0;
+  const auto context = sample::fit_prompt(sample::prompt_context(tok, o.prompt), ck.arch.max_seq_len, o.no_truncate, dropped);
+  if (dropped > 0) {
+    spdlog::warn("prompt is {} tokens; kept its last {} (max_seq_len). --no-truncate makes this an error",
+                 dropped + static_cast<int64_t>(context.size()), context.size());
+  }
+  o.gen.use_cache = !o.no_cache;
+  check_sample_options(o, ck);
+  if (o.bench_repeats > 0) return bench(*ck.model, context, o.gen, o.bench_repeats);
+  print_next_token_table(o, ck, tok, context, dropped);
+  if (o.gen.max_new_tokens > 0) print_samples(o, *ck.model, tok, context);
+}
+
 }  // namespace
 
 void add_sample_commands(CLI::App& app) {
-  struct Opts {
-    std::string checkpoint, prompt;
-    std::vector<std::string> stops;
-    int rows = 10, threads = 1, bench_repeats = 0;
-    int64_t samples = 1;
-    bool stop_eos = false, no_truncate = false, no_cache = false;
-    sample::GenerateOptions gen;
-  };
-  auto o = std::make_shared<Opts>();
+  auto o = std::make_shared<SampleOpts>();
   o->gen.max_new_tokens = 0;
   auto* cmd = app.add_subcommand("sample", "Next-token probabilities after a prompt, and generated text");
   cmd->add_option("--checkpoint", o->checkpoint, "checkpoint directory, or a run directory (uses its `latest`)")->required();
@@ -99,81 +188,7 @@ void add_sample_commands(CLI::App& app) {
   cmd->add_option("--bench", o->bench_repeats, "time --generate tokens with the cache and by full recompute, N runs each")
       ->check(CLI::Range(1, 1 << 30));
   cmd->add_option("--threads", o->threads, "compute threads")->capture_default_str()->check(CLI::Range(1, 1 << 30));
-  cmd->callback([o] {
-    util::set_compute_threads(o->threads);
-    auto ck = checkpoint::load_checkpoint(o->checkpoint);
-    model::pack_parameters_in_huge_pages(*ck.model);
-    tokenizer::Tokenizer tok(ck.tokenizer_model);
-    int64_t dropped = 0;
-    const auto context = sample::fit_prompt(sample::prompt_context(tok, o->prompt), ck.arch.max_seq_len, o->no_truncate, dropped);
-    if (dropped > 0) {
-      spdlog::warn("prompt is {} tokens; kept its last {} (max_seq_len). --no-truncate makes this an error",
-                   dropped + static_cast<int64_t>(context.size()), context.size());
-    }
-    o->gen.use_cache = !o->no_cache;
-    if (o->gen.max_new_tokens == 0 && o->bench_repeats == 0 &&
-        (o->samples != 1 || !o->stops.empty() || o->stop_eos || o->no_cache || o->gen.extend_positions)) {
-      throw ConfigError("[sample] -n, --stop, --stop-at-eos, --no-cache and --extend-positions shape generated text: "
-                        "expected --generate N with N >= 1 as well");
-    }
-    for (auto& s : o->stops) {
-      if (s.empty()) throw ConfigError("[sample] --stop: expected a non-empty string, got ''");
-    }
-    if (o->rows < 1 || o->rows > ck.arch.vocab_size) {
-      throw ConfigError("[sample] --rows: expected 1.." + std::to_string(ck.arch.vocab_size) + ", got " + std::to_string(o->rows));
-    }
-    sample::check_options(*ck.model, o->gen, o->samples);  // before anything is printed
-    if (o->bench_repeats > 0) {
-      if (o->gen.max_new_tokens < 1) throw ConfigError("[sample] --bench: expected --generate N with N >= 1");
-      return bench(*ck.model, context, o->gen, o->bench_repeats);
-    }
-    auto probs = sample::next_token_probs(*ck.model, context);
-    std::cout << "checkpoint " << ck.dir.string() << " (step " << ck.state.step << ")\n";
-    std::cout << "next-token distribution after \"" << (dropped > 0 ? "..." + render(tok, prompt_ids(tok, context)) : o->prompt)
-              << "\" (" << context.size() << " context tokens" << (dropped > 0 ? ", " + std::to_string(dropped) + " dropped" : "")
-              << ")\n";
-    std::printf("%5s  %s %7s  %9s\n", "rank", util::pad("piece", 20).c_str(), "id", "prob");
-    for (const auto& row : sample::top_k(probs, o->rows, tok)) {
-      std::printf("%5d  %s %7d  %9.6f\n", row.rank, util::pad(row.piece, 20).c_str(), row.id, row.prob);
-    }
-    if (o->gen.max_new_tokens == 0) return;
-    if (o->stop_eos) o->gen.stop_id = tok.eos_id();
-    const std::vector<int32_t> prompt = prompt_ids(tok, context);
-    const size_t prompt_chars = render(tok, prompt).size();
-    // where the first stop string starts in prompt+sample text, looking only at what was generated (a stop
-    // string may begin inside the prompt and end in the sample)
-    auto first_stop = [&](const std::string& text) {
-      size_t at = std::string::npos;
-      for (auto& stop : o->stops) {
-        const size_t from = prompt_chars >= stop.size() ? prompt_chars - stop.size() + 1 : 0;
-        at = std::min(at, text.find(stop, std::min(from, text.size())));
-      }
-      return at;
-    };
-    if (!o->stops.empty()) {
-      o->gen.stop_when = [&](const std::vector<int32_t>& ids) {
-        std::vector<int32_t> all = prompt;
-        all.insert(all.end(), ids.begin(), ids.end());
-        return first_stop(render(tok, all)) != std::string::npos;
-      };
-    }
-    auto samples = sample::generate(*ck.model, context, o->gen, o->samples);
-    for (size_t i = 0; i < samples.size(); ++i) {
-      const auto& s = samples[i];
-      // decode prompt and sample together (a piece's word-start space survives); the end-of-text token
-      // that stopped a sample is not printed, nor is a stop string
-      std::vector<int32_t> all = prompt;
-      all.insert(all.end(), s.ids.begin(), s.ids.end() - (s.stop == sample::StopReason::kEndOfText ? 1 : 0));
-      std::string text = render(tok, all);
-      if (s.stop == sample::StopReason::kStopString) text = text.substr(0, std::max(first_stop(text), prompt_chars));
-      std::cout << "\nsample " << i + 1 << " of " << samples.size() << ": " << s.ids.size() << " tokens, stopped by "
-                << sample::to_string(s.stop) << " (temperature " << o->gen.temperature << ", top-k " << o->gen.top_k
-                << ", top-p " << o->gen.top_p << ", seed " << o->gen.seed + i
-                << (s.window_slides ? ", window slid " + std::to_string(s.window_slides) + "x" : "") << "):\n";
-      std::cout << text << "\n";
-    }
-    std::fflush(stdout);
-  });
+  cmd->callback([o] { run_sample(*o); });
 }
 
 }  // namespace lm::cli

@@ -2,9 +2,10 @@
 #include <iostream>
 #include <sstream>
 
-#include "cli/app.h"
-#include "tokenizer/stats.h"
+#include "cli/commands.h"
+#include "config/config.h"
 #include "data/prepare.h"
+#include "inspect/tokenizer_stats.h"
 #include "tokenizer/tokenizer.h"
 #include "util/errors.h"
 #include "util/fs.h"
@@ -21,12 +22,26 @@ std::string text_or_stdin(const std::string& text, const std::string& file) {
   return ss.str();
 }
 
-}  // namespace
+std::vector<int> parse_sizes(const std::string& text) {
+  std::vector<int> sizes;
+  for (const auto& item : util::split(text, ',')) {
+    size_t used = 0;
+    int v = 0;
+    try {
+      v = std::stoi(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != item.size() || used == 0 || v < 8) {
+      throw ConfigError("[tokenizer] --sizes: expected comma-separated sizes >= 8, got '" + item + "'");
+    }
+    sizes.push_back(v);
+  }
+  if (sizes.empty()) throw ConfigError("[tokenizer] --sizes: expected at least one size, got ''");
+  return sizes;
+}
 
-void add_tokenizer_commands(CLI::App& app) {
-  auto* tokcmd = app.add_subcommand("tokenizer", "Train a SentencePiece tokenizer, encode or decode text");
-  tokcmd->require_subcommand(1);
-
+void add_train_command(CLI::App* tokcmd) {
   struct TrainOpts {
     std::string input, model, model_type = "bpe";
     tokenizer::TokenizerConfig cfg;
@@ -49,10 +64,12 @@ void add_tokenizer_commands(CLI::App& app) {
     std::cout << "trained " << tok.vocab_size() << "-piece " << t->model_type << " tokenizer -> " << t->model
               << " (sha256 " << tok.sha256().substr(0, 12) << ")\n";
   });
+}
 
+void add_stats_command(CLI::App* tokcmd) {
   struct StatsOpts {
     std::string corpus, sizes = "1000,2000,4000,8000,16000", model_type = "bpe", config;
-    tokenizer::StatsOptions opt;
+    inspect::StatsOptions opt;
   };
   auto st = std::make_shared<StatsOpts>();
   auto* stats = tokcmd->add_subcommand("stats", "Train tokenizers of several sizes on a sample; compare them on held-out text");
@@ -70,25 +87,13 @@ void add_tokenizer_commands(CLI::App& app) {
   stats->callback([st] {
     st->opt.base.model_type = tokenizer::parse_model_type(st->model_type);
     if (!st->config.empty()) st->opt.model = config::load_config(st->config, {}).model;  // else GptConfig defaults
-    st->opt.sizes.clear();
-    for (const auto& item : util::split(st->sizes, ',')) {
-      size_t used = 0;
-      int v = 0;
-      try {
-        v = std::stoi(item, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (used != item.size() || used == 0 || v < 8) {
-        throw ConfigError("[tokenizer] --sizes: expected comma-separated sizes >= 8, got '" + item + "'");
-      }
-      st->opt.sizes.push_back(v);
-    }
-    if (st->opt.sizes.empty()) throw ConfigError("[tokenizer] --sizes: expected at least one size, got ''");
-    auto report = tokenizer::tokenizer_stats(st->corpus, st->opt);
-    std::cout << "corpus " << st->corpus << "\n" << tokenizer::format_stats(report, st->opt);
+    st->opt.sizes = parse_sizes(st->sizes);
+    auto report = inspect::tokenizer_stats(st->corpus, st->opt);
+    std::cout << "corpus " << st->corpus << "\n" << inspect::format_stats(report, st->opt);
   });
+}
 
+void add_codec_commands(CLI::App* tokcmd) {
   struct CodecOpts {
     std::string model, text, file, ids;
     bool pieces = false;
@@ -127,6 +132,16 @@ void add_tokenizer_commands(CLI::App& app) {
     }
     std::cout << tok.decode(ids) << "\n";
   });
+}
+
+}  // namespace
+
+void add_tokenizer_commands(CLI::App& app) {
+  auto* tokcmd = app.add_subcommand("tokenizer", "Train a SentencePiece tokenizer, encode or decode text");
+  tokcmd->require_subcommand(1);
+  add_train_command(tokcmd);
+  add_stats_command(tokcmd);
+  add_codec_commands(tokcmd);
 }
 
 void add_data_commands(CLI::App& app) {

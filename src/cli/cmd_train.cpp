@@ -4,7 +4,8 @@
 #include <cmath>
 #include <iostream>
 
-#include "cli/app.h"
+#include "cli/commands.h"
+#include "cli/jobs.h"
 #include "config/config.h"
 #include "train/resume.h"
 #include "train/trainer.h"
@@ -29,8 +30,8 @@ train::TrainJob make_train_job(const config::RunConfig& cfg, const std::string& 
   job.overwrite = overwrite;
   if (!resume.empty()) {
     // Resolve here so a changed non-architectural setting can be reported against the checkpoint's config.
-    fs::path from = train::select_resume_checkpoint(cfg.run.dir, resume, overwrite);
-    job.resume = from.string();
+    const fs::path from = train::select_resume_checkpoint(cfg.run.dir, resume, overwrite);
+    job.resume_from = from;
     if (!from.empty()) {
       auto saved = config::parse_config(util::read_file(from / "config.yaml", "checkpoint config"),
                                         (from / "config.yaml").string(), {});
@@ -44,7 +45,7 @@ train::TrainJob make_train_job(const config::RunConfig& cfg, const std::string& 
   return job;
 }
 
-void add_train_commands(CLI::App& app) {
+void add_train_commands(CLI::App& app, const util::Faults& faults) {
   struct Opts {
     std::string config;
     std::vector<std::string> overrides;
@@ -62,7 +63,7 @@ void add_train_commands(CLI::App& app) {
   train->add_flag("--overwrite", o->overwrite, "delete checkpoints of an earlier run in run.dir instead of refusing to start");
   train->add_flag("--list-keys", o->list_keys, "print every config key with its meaning and exit");
   train->add_flag("--dry-run", o->dry_run, "push one batch through the configured model, print every stage's shape, exit");
-  train->callback([o] {
+  train->callback([o, faults] {
     if (o->list_keys) {
       for (auto& [k, help] : config::config_keys()) std::cout << k << "\t" << help << "\n";
       return;
@@ -75,6 +76,7 @@ void add_train_commands(CLI::App& app) {
     }
     if (o->dry_run) return run_dry_run(cfg);
     train::TrainJob job = make_train_job(cfg, yaml, o->overwrite, o->resume);
+    job.faults = faults;
     spdlog::info("run dir {}, config {}", cfg.run.dir, o->config.empty() ? "(defaults)" : o->config);
     auto result = train::run_training(job);
     if (result.early_stopped) std::cout << "stopped early (train.early_stopping_patience)\n";

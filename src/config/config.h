@@ -13,7 +13,7 @@
 
 #include "checkpoint/checkpoint_config.h"
 #include "model/gpt_config.h"
-#include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_config.h"
 #include "train/finetune_config.h"
 #include "train/train_config.h"
 

@@ -87,6 +87,48 @@ std::vector<std::pair<int64_t, double>> cosine_by_distance(const torch::Tensor& 
   return out;
 }
 
+// The similarity structure over the whole table [0, max_seq_len): mean cosine by distance, and for a
+// learned table its closeness to the sinusoidal one.
+std::string format_table_structure(model::GptImpl& model) {
+  const auto& a = model.config();
+  const bool learned = a.positions == model::Positions::kLearned;
+  std::string out;
+  char buf[256];
+  const auto own = cosine_matrix(model.pos_emb->forward(a.max_seq_len, 0));
+  const auto sin = cosine_matrix(model::sinusoidal_table(a.max_seq_len, a.d_model));
+  out += "\nmean cosine between positions p and p+d (whole table):\n     d";
+  const auto mine = cosine_by_distance(own), ref = cosine_by_distance(sin);
+  for (auto& [d, c] : mine) {
+    std::snprintf(buf, sizeof buf, " %7lld", static_cast<long long>(d));
+    out += buf;
+  }
+  out += std::string("\n") + (learned ? "learned" : "  table");
+  for (auto& [d, c] : mine) {
+    std::snprintf(buf, sizeof buf, " %7.3f", c);
+    out += buf;
+  }
+  out += "\n";
+  if (learned) {
+    out += "    sin";
+    for (auto& [d, c] : ref) {
+      std::snprintf(buf, sizeof buf, " %7.3f", c);
+      out += buf;
+    }
+    // how close to sinusoidal: correlation of the two similarity structures (off-diagonal entries)
+    auto mask = torch::ones_like(own, torch::kBool).triu(1);
+    auto x = own.masked_select(mask), y = sin.masked_select(mask);
+    x = x - x.mean();
+    y = y - y.mean();
+    const double r = (x * y).sum().item<double>() / std::sqrt((x * x).sum().item<double>() * (y * y).sum().item<double>());
+    std::snprintf(buf, sizeof buf,
+                  "\ncloseness to sinusoidal: correlation of the two position-similarity matrices r = %.3f "
+                  "(1 = same structure, 0 = unrelated)\n",
+                  r);
+    out += buf;
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string format_positions(model::GptImpl& model, const std::vector<int64_t>& positions, const std::vector<int64_t>& dims) {
@@ -143,40 +185,7 @@ std::string format_positions(model::GptImpl& model, const std::vector<int64_t>& 
     }
     out += "\n";
   }
-  // structure over the whole table [0, max_seq_len)
-  const auto own = cosine_matrix(model.pos_emb->forward(a.max_seq_len, 0));
-  const auto sin = cosine_matrix(model::sinusoidal_table(a.max_seq_len, a.d_model));
-  out += "\nmean cosine between positions p and p+d (whole table):\n     d";
-  const auto mine = cosine_by_distance(own), ref = cosine_by_distance(sin);
-  for (auto& [d, c] : mine) {
-    std::snprintf(buf, sizeof buf, " %7lld", static_cast<long long>(d));
-    out += buf;
-  }
-  out += std::string("\n") + (learned ? "learned" : "  table");
-  for (auto& [d, c] : mine) {
-    std::snprintf(buf, sizeof buf, " %7.3f", c);
-    out += buf;
-  }
-  out += "\n";
-  if (learned) {
-    out += "    sin";
-    for (auto& [d, c] : ref) {
-      std::snprintf(buf, sizeof buf, " %7.3f", c);
-      out += buf;
-    }
-    // how close to sinusoidal: correlation of the two similarity structures (off-diagonal entries)
-    auto mask = torch::ones_like(own, torch::kBool).triu(1);
-    auto x = own.masked_select(mask), y = sin.masked_select(mask);
-    x = x - x.mean();
-    y = y - y.mean();
-    const double r = (x * y).sum().item<double>() / std::sqrt((x * x).sum().item<double>() * (y * y).sum().item<double>());
-    std::snprintf(buf, sizeof buf,
-                  "\ncloseness to sinusoidal: correlation of the two position-similarity matrices r = %.3f "
-                  "(1 = same structure, 0 = unrelated)\n",
-                  r);
-    out += buf;
-  }
-  return out;
+  return out + format_table_structure(model);
 }
 
 }  // namespace lm::inspect

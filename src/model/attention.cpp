@@ -1,6 +1,7 @@
 #include "model/attention.h"
 
 #include <cmath>
+#include <cstring>
 
 #include "model/linear.h"
 
@@ -12,25 +13,51 @@ CausalSelfAttentionImpl::CausalSelfAttentionImpl(int64_t C, int64_t H) : H_(H) {
 }
 
 void KvLayer::reserve(int64_t n, const torch::Tensor& like) {
-  const int64_t cap = k_buf.defined() ? k_buf.size(2) : 0;
+  const int64_t cap = k_buf_.defined() ? k_buf_.size(2) : 0;
   if (n <= cap) return;
   auto sizes = like.sizes().vec();
   sizes[2] = std::max(n, 2 * cap);
   auto grow = [&](const torch::Tensor& old) {
     auto buf = torch::empty(sizes, like.options().memory_format(torch::MemoryFormat::Contiguous));
-    if (len > 0) buf.narrow(2, 0, len).copy_(old.narrow(2, 0, len));
+    if (len_ > 0) buf.narrow(2, 0, len_).copy_(old.narrow(2, 0, len_));
     return buf;
   };
-  k_buf = grow(k_buf);
-  v_buf = grow(v_buf);
+  k_buf_ = grow(k_buf_);
+  v_buf_ = grow(v_buf_);
 }
 
 void KvLayer::append(const torch::Tensor& k, const torch::Tensor& v) {
   const int64_t T = k.size(2);
-  reserve(len + T, k);
-  k_buf.narrow(2, len, T).copy_(k);
-  v_buf.narrow(2, len, T).copy_(v);
-  len += T;
+  reserve(len_ + T, k);
+  k_buf_.narrow(2, len_, T).copy_(k);
+  v_buf_.narrow(2, len_, T).copy_(v);
+  len_ += T;
+}
+
+void KvLayer::append_one(const float* k, const float* v) {
+  reserve(len_ + 1, k_buf_);
+  const int64_t H = k_buf_.size(1), cap = k_buf_.size(2), D = k_buf_.size(3);
+  float* kb = k_buf_.data_ptr<float>();
+  float* vb = v_buf_.data_ptr<float>();
+  for (int64_t h = 0; h < H; ++h) {
+    std::memcpy(kb + (h * cap + len_) * D, k + h * D, static_cast<size_t>(D) * sizeof(float));
+    std::memcpy(vb + (h * cap + len_) * D, v + h * D, static_cast<size_t>(D) * sizeof(float));
+  }
+  ++len_;
+}
+
+const float* KvLayer::key_rows(int64_t h) const { return k_buf_.data_ptr<float>() + h * k_buf_.size(2) * k_buf_.size(3); }
+
+const float* KvLayer::value_rows(int64_t h) const {
+  return v_buf_.data_ptr<float>() + h * v_buf_.size(2) * v_buf_.size(3);
+}
+
+KvLayer KvLayer::clone() const {
+  KvLayer out;
+  out.k_buf_ = k_buf_.defined() ? k_buf_.clone() : k_buf_;
+  out.v_buf_ = v_buf_.defined() ? v_buf_.clone() : v_buf_;
+  out.len_ = len_;
+  return out;
 }
 
 torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, KvLayer* cache) {

@@ -7,16 +7,27 @@ namespace lm::model {
 
 /// Keys and values of the positions one layer has already seen (incremental decoding). Buffers are
 /// (B,H,capacity,D) and grow by doubling, so a new token costs no copy of the earlier ones.
-struct KvLayer {
-  torch::Tensor k_buf, v_buf;
-  int64_t len = 0;
-  int64_t length() const { return len; }
+class KvLayer {
+ public:
+  int64_t length() const { return len_; }
   /// Appends k, v (B,H,T,D).
   void append(const torch::Tensor& k, const torch::Tensor& v);
+  /// Appends one position of a single sequence (B=1) from raw floats: `k` and `v` hold H*D values, head
+  /// by head. REQUIRES: length() > 0 (the prompt was appended first, so the buffers exist).
+  void append_one(const float* k, const float* v);
+  torch::Tensor keys() const { return k_buf_.narrow(2, 0, len_); }    // (B,H,len,D)
+  torch::Tensor values() const { return v_buf_.narrow(2, 0, len_); }  // (B,H,len,D)
+  /// Single sequence (B=1): the cached keys (values) of head h, length() rows of D floats, row s at s*D.
+  const float* key_rows(int64_t h) const;
+  const float* value_rows(int64_t h) const;
+  /// Independent copy.
+  KvLayer clone() const;
+
+ private:
   /// Makes room for `n` positions in total, keeping the cached ones. `like` (B,H,*,D) gives the shape.
   void reserve(int64_t n, const torch::Tensor& like);
-  torch::Tensor keys() const { return k_buf.narrow(2, 0, len); }    // (B,H,len,D)
-  torch::Tensor values() const { return v_buf.narrow(2, 0, len); }  // (B,H,len,D)
+  torch::Tensor k_buf_, v_buf_;  // (B,H,capacity,D)
+  int64_t len_ = 0;
 };
 
 class CausalSelfAttentionImpl : public torch::nn::Module {

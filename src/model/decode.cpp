@@ -2,13 +2,8 @@
 // a 128-float vector costs microseconds of dispatch for nanoseconds of arithmetic, so only the matrix-
 // vector products stay tensor ops (OpenBLAS sgemv); LayerNorm, attention over the cache, GELU and the
 // residual adds are loops over raw floats. Same math as forward_cached (tested against full recompute).
-#include <sys/mman.h>
-
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
-#include <memory>
 #include <vector>
 
 #include "model/gpt.h"
@@ -57,22 +52,14 @@ torch::Tensor GptImpl::decode_one(int64_t token, KvCache& cache) {
     layer_norm(xp, blk.ln1, hp, C);
     auto qkv = addmv(blk.attn->qkv, h);  // (3C): q | k | v, head-major inside each
     const float* q = qkv.data_ptr<float>();
-    kv.reserve(pos + 1, kv.k_buf);
-    const int64_t cap = kv.k_buf.size(2);
-    float* kb = kv.k_buf.data_ptr<float>();  // (1,H,cap,D)
-    float* vb = kv.v_buf.data_ptr<float>();
-    for (int64_t hd = 0; hd < H; ++hd) {
-      for (int64_t d = 0; d < D; ++d) {
-        kb[(hd * cap + pos) * D + d] = q[C + hd * D + d];
-        vb[(hd * cap + pos) * D + d] = q[2 * C + hd * D + d];
-      }
-    }
-    kv.len = pos + 1;
+    kv.append_one(q + C, q + 2 * C);  // this token's key and value, at position pos
     for (int64_t hd = 0; hd < H; ++hd) {  // softmax(q k^T / sqrt(D)) v over positions 0..pos
       const float* qh = q + hd * D;
+      const float* kb = kv.key_rows(hd);  // (pos+1, D)
+      const float* vb = kv.value_rows(hd);
       float top = -INFINITY;
       for (int64_t s = 0; s <= pos; ++s) {
-        const float* k = kb + (hd * cap + s) * D;
+        const float* k = kb + s * D;
         float dot = 0.0f;
         for (int64_t d = 0; d < D; ++d) dot += qh[d] * k[d];
         scores[s] = dot * scale;
@@ -84,7 +71,7 @@ torch::Tensor GptImpl::decode_one(int64_t token, KvCache& cache) {
       for (int64_t d = 0; d < D; ++d) out[d] = 0.0f;
       for (int64_t s = 0; s <= pos; ++s) {
         const float a = scores[s] / total;
-        const float* v = vb + (hd * cap + s) * D;
+        const float* v = vb + s * D;
         for (int64_t d = 0; d < D; ++d) out[d] += a * v[d];
       }
     }
@@ -97,32 +84,6 @@ torch::Tensor GptImpl::decode_one(int64_t token, KvCache& cache) {
   }
   layer_norm(xp, ln_f, hp, C);
   return torch::mv(output_weight(), h);  // (V)
-}
-
-void pack_parameters_in_huge_pages(torch::nn::Module& m) {
-  constexpr size_t kHuge = size_t{2} << 20, kAlign = 64;
-  auto params = m.parameters(/*recurse=*/true);
-  size_t total = 0;
-  for (auto& p : params) total += (p.nbytes() + kAlign - 1) / kAlign * kAlign;
-  total = (total + kHuge - 1) / kHuge * kHuge;
-  // A fresh mapping (malloc would hand back memory already faulted in 4 KiB pages), aligned to 2 MiB by
-  // over-allocating, advised before the first touch so the copy below faults in huge pages.
-  const size_t mapped = total + kHuge;
-  void* map = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (total == 0 || map == MAP_FAILED) return;  // keep the tensors as they are
-  std::shared_ptr<void> buffer(map, [mapped](void* q) { munmap(q, mapped); });
-  void* raw = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(map) + kHuge - 1) / kHuge * kHuge);
-  madvise(raw, total, MADV_HUGEPAGE);  // advice only: without THP the weights are still one block
-  torch::NoGradGuard no_grad;
-  size_t offset = 0;
-  for (auto& p : params) {
-    if (!p.is_contiguous() || p.device() != torch::kCPU) continue;
-    char* at = static_cast<char*>(raw) + offset;
-    std::memcpy(at, p.data_ptr(), p.nbytes());
-    auto packed = torch::from_blob(at, p.sizes(), [buffer](void*) {}, p.options());
-    p.set_(packed);
-    offset += (p.nbytes() + kAlign - 1) / kAlign * kAlign;
-  }
 }
 
 }  // namespace lm::model

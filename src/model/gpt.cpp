@@ -93,9 +93,7 @@ torch::Tensor GptImpl::hidden(const torch::Tensor& idx, KvCache* cache, const St
 
 KvCache KvCache::clone() const {
   KvCache out;
-  for (const auto& l : layers) {
-    out.layers.push_back({l.k_buf.defined() ? l.k_buf.clone() : l.k_buf, l.v_buf.defined() ? l.v_buf.clone() : l.v_buf, l.len});
-  }
+  for (const auto& l : layers) out.layers.push_back(l.clone());
   return out;
 }
 

@@ -46,6 +46,10 @@ class GptImpl : public torch::nn::Module {
   /// forward_cached for one sequence (B=1) and one token, with the small vector work done in plain loops
   /// instead of ~30 tensor ops per layer (decode.cpp). REQUIRES: the cache holds the prompt (prefilled
   /// with forward_cached). Returns the logits (V).
+  /// MUST MIRROR BlockImpl::forward, CausalSelfAttentionImpl::forward and MlpImpl::forward: it re-implements
+  /// their LayerNorm, attention and GELU by hand, so a change there (an activation, a norm, a bias, a
+  /// scale) must be made here too. The test Sample.CachedLogitsEqualFullRecomputeForEveryStep
+  /// (sample_test.cpp) compares it with the full forward to 1e-5 at every step and fails when they drift.
   torch::Tensor decode_one(int64_t token, KvCache& cache);
   /// Mean next-token loss of idx (B,T) against targets (B,T), same value as
   /// next_token_loss(forward(idx), targets) but without materialising the (B,T,V) logits at once.
@@ -77,11 +81,6 @@ torch::Tensor next_token_loss(const torch::Tensor& logits, const torch::Tensor& 
 /// cost more than the arithmetic (measured: a 67 MB add takes 80 ms fresh vs 13 ms into reused memory).
 torch::Tensor chunked_next_token_loss(const torch::Tensor& hidden, const torch::Tensor& weight,
                                       const torch::Tensor& targets, int64_t chunk_rows = 256);
-
-/// Moves every parameter of `m` into one 2 MiB-aligned buffer advised for transparent huge pages (values
-/// unchanged). Incremental decoding streams all weights once per token; on 4 KiB pages the hardware
-/// prefetchers stop at every page boundary. For inference: call before sampling, not before training.
-void pack_parameters_in_huge_pages(torch::nn::Module& m);
 
 /// Registered parameters by checkpoint name, in registration order (the tied head appears once).
 std::vector<std::pair<std::string, torch::Tensor>> named_weights(const torch::nn::Module& m);

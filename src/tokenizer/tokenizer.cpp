@@ -81,14 +81,6 @@ fs::path bridge_library_path() {
   return (ec ? fs::path(".") : exe.parent_path()) / "liblmtrain_spbridge.so";
 }
 
-ModelType parse_model_type(std::string_view s) {
-  if (s == "bpe") return ModelType::kBpe;
-  if (s == "unigram") return ModelType::kUnigram;
-  throw ConfigError("[tokenizer] model_type: expected bpe | unigram, got '" + std::string(s) + "'");
-}
-
-std::string to_string(ModelType t) { return t == ModelType::kBpe ? "bpe" : "unigram"; }
-
 void train_tokenizer(const fs::path& corpus, const fs::path& model_path, const TokenizerConfig& cfg,
                      int threads) {
   if (!fs::is_regular_file(corpus)) {
@@ -227,7 +219,6 @@ std::string Tokenizer::piece(int32_t id) const {
 
 int32_t Tokenizer::piece_to_id(const std::string& piece) const { return bridge().piece_to_id(h_->p, piece.c_str()); }
 int32_t Tokenizer::unk_id() const { return bridge().special_id(h_->p, 0); }
-int32_t Tokenizer::bos_id() const { return bridge().special_id(h_->p, 1); }
 int32_t Tokenizer::eos_id() const { return bridge().special_id(h_->p, 2); }
 
 }  // namespace lm::tokenizer

@@ -9,22 +9,9 @@
 #include <string_view>
 #include <vector>
 
+#include "tokenizer/tokenizer_config.h"
+
 namespace lm::tokenizer {
-
-/// SentencePiece algorithm.
-enum class ModelType { kBpe, kUnigram };
-
-/// Parses "bpe" | "unigram"; throws ConfigError otherwise.
-ModelType parse_model_type(std::string_view s);
-std::string to_string(ModelType t);
-
-/// Tokenizer training settings (YAML section `tokenizer`).
-struct TokenizerConfig {
-  int vocab_size = 8192;                 ///< pieces in the vocabulary, incl. <unk>, <s>, </s>; >= 8
-  ModelType model_type = ModelType::kBpe;
-  double character_coverage = 0.9995;    ///< fraction of characters covered (SentencePiece); (0, 1]
-  int64_t max_sentences = 0;             ///< lines sampled for training; 0 = all
-};
 
 /// Trains a SentencePiece model from a UTF-8 text file and writes it to `model_path` atomically: on any
 /// failure (e.g. vocab_size above what the corpus allows) no file is left at `model_path`.
@@ -55,7 +42,6 @@ class Tokenizer {
   std::string piece(int32_t id) const;
   int32_t piece_to_id(const std::string& piece) const;
   int32_t eos_id() const;
-  int32_t bos_id() const;
   int32_t unk_id() const;
   /// SHA-256 of the model file: identifies the tokenizer in token files and checkpoints.
   const std::string& sha256() const { return sha256_; }

@@ -1,5 +1,9 @@
 #include "train/evaluate.h"
 
+#include <spdlog/spdlog.h>
+
+#include <cmath>
+
 #include "data/batcher.h"
 #include "util/errors.h"
 
@@ -27,6 +31,27 @@ double evaluate(model::GptImpl& model, const data::TokenFile& file, int64_t batc
   }
   model.train(was_training);
   return sum / static_cast<double>(n);
+}
+
+}  // namespace lm::train
+
+namespace lm::train {
+
+Validation validate(model::GptImpl& model, const data::TokenFile& val, const TrainConfig& cfg,
+                    checkpoint::TrainerState& state) {
+  Validation v;
+  v.loss = state.last_val_loss = evaluate(model, val, cfg.batch_size, cfg.eval_batches);
+  v.improved = !(state.best_val_loss - 1e-6 <= v.loss);  // also true while best is NaN (no validation yet)
+  spdlog::info("eval step {} | val loss {:.4f} | val ppl {:.2f} ({} batches){}", state.step, v.loss, std::exp(v.loss),
+               cfg.eval_batches, v.improved ? " | best so far" : "");
+  if (v.improved) {
+    state.best_val_loss = v.loss;
+    state.evals_without_improvement = 0;
+  } else if (++state.evals_without_improvement >= cfg.early_stopping_patience && cfg.early_stopping_patience > 0) {
+    spdlog::info("early stopping: {} validations without improvement", state.evals_without_improvement);
+    v.stop = state.early_stopped = true;
+  }
+  return v;
 }
 
 }  // namespace lm::train

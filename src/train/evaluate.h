@@ -1,10 +1,13 @@
-// Validation: mean next-token loss over non-overlapping windows of a token file.
+// Validation: mean next-token loss over non-overlapping windows of a token file, and the periodic
+// validation of a training run with its early-stopping rule.
 #pragma once
 
 #include <cstdint>
 
+#include "checkpoint/checkpoint.h"
 #include "data/token_file.h"
 #include "model/gpt.h"
+#include "train/train_config.h"
 
 namespace lm::train {
 
@@ -12,5 +15,18 @@ namespace lm::train {
 /// them), `batch_size` windows per forward pass, in eval mode without gradients.
 /// Throws DataError when the file holds fewer than max_seq_len + 1 tokens.
 double evaluate(model::GptImpl& model, const data::TokenFile& file, int64_t batch_size, int64_t max_windows);
+
+/// What a periodic validation decided.
+struct Validation {
+  double loss = 0.0;      ///< over cfg.eval_batches batches, nats/token
+  bool improved = false;  ///< a new best: the caller saves `best`
+  bool stop = false;      ///< cfg.early_stopping_patience validations in a row without improvement
+};
+
+/// The periodic validation after step state.step: evaluates, logs the result, and updates the state's
+/// last and best loss, its patience counter and early_stopped. Improvement means lower than the best by
+/// more than float32 round-off of a mean loss (1e-6 nats).
+Validation validate(model::GptImpl& model, const data::TokenFile& val, const TrainConfig& cfg,
+                    checkpoint::TrainerState& state);
 
 }  // namespace lm::train

@@ -1,11 +1,11 @@
-// Fine-tuning policy: which parameters are frozen, proof that they did not move, and the end-of-run
-// reports (embedding drift against the starting checkpoint; validation loss on the new and the original
-// corpus before and after: forgetting).
+// Fine-tuning policy: which parameters are frozen, when frozen embeddings are unfrozen, and the proof
+// (SHA-256 before = after) that frozen tensors did not move. The end-of-run reports (drift, forgetting)
+// are made by `lmtrain finetune` in cli/ from inspect/.
 #pragma once
 
 #include <torch/torch.h>
 
-#include <filesystem>
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -21,14 +21,37 @@ std::vector<std::string> freeze_prefixes(const FinetuneConfig& cfg);
 /// The prefixes frozen only until step `unfreeze_embeddings_after` (the embeddings; none when it is 0).
 std::vector<std::string> unfreeze_prefixes(const FinetuneConfig& cfg);
 
-/// The names among `names` that start with one of `prefixes`.
-std::vector<std::string> names_with_prefix(const std::vector<std::string>& names, const std::vector<std::string>& prefixes);
-
-/// Sets requires_grad=false on every parameter whose name starts with a prefix; returns their names.
-/// Throws ConfigError when a prefix matches no parameter.
-std::vector<std::string> apply_freeze(model::GptImpl& m, const std::vector<std::string>& prefixes);
-
 /// SHA-256 of the bytes of each named parameter.
 std::map<std::string, std::string> hash_parameters(const model::GptImpl& m, const std::vector<std::string>& names);
+
+/// The frozen parameters of one run. Freezing sets requires_grad=false (no gradient, so AdamW keeps no
+/// state for them); the hashes taken by start() are compared at the unfreeze step and at the end.
+class Freezer {
+ public:
+  /// Freezes every parameter named by a prefix in `freeze` and logs what it froze. The ones also named by
+  /// `unfreeze` train again from step `unfreeze_after` + 1. Throws ConfigError for a prefix that matches
+  /// no parameter.
+  Freezer(model::GptImpl& m, const std::vector<std::string>& freeze, const std::vector<std::string>& unfreeze,
+          int64_t unfreeze_after);
+
+  /// Names frozen now but unfrozen later (they join the optimizer's embedding group from the start).
+  const std::vector<std::string>& unfrozen_later() const { return later_; }
+
+  /// Records the values to prove against: call once the weights are final for this process (after a
+  /// resume load). `first_step` = steps done before this process started.
+  void start(const model::GptImpl& m, int64_t first_step);
+
+  /// Before step `step` + 1: unfreezes the `unfreeze` tensors when `step` reached unfreeze_after, after
+  /// checking they did not move. Throws Error (internal) when one moved.
+  void unfreeze_if_due(model::GptImpl& m, int64_t step, double embedding_lr_scale);
+
+  /// At the end: every still-frozen tensor hashes as at start(). Throws Error (internal) otherwise.
+  void check_unchanged(const model::GptImpl& m) const;
+
+ private:
+  std::vector<std::string> frozen_, later_;
+  std::map<std::string, std::string> hashes_;  ///< name -> SHA-256 at start()
+  int64_t unfreeze_after_ = 0, first_step_ = 0;
+};
 
 }  // namespace lm::train

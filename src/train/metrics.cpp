@@ -10,6 +10,7 @@
 
 #include "util/errors.h"
 #include "util/fs.h"
+#include "util/logging.h"
 
 namespace lm::train {
 namespace fs = std::filesystem;
@@ -54,7 +55,15 @@ void MetricsLog::val(int64_t step, double loss, bool full) {
   write_record(f_, {{"kind", "val"}, {"step", step}, {"loss", loss}, {"ppl", std::exp(loss)}, {"full", full}});
 }
 
-ProgressLine::ProgressLine() : tty_(::isatty(STDERR_FILENO) == 1) {}
+ProgressLine::ProgressLine() : tty_(::isatty(STDERR_FILENO) == 1) {
+  if (tty_) util::set_before_log([this] { clear(); });
+}
+
+ProgressLine::~ProgressLine() {
+  if (!tty_) return;
+  util::set_before_log(nullptr);
+  clear();
+}
 
 void ProgressLine::update(int64_t step, int64_t total, double loss, double lr, double tokens_per_s,
                           double secs_per_step) {

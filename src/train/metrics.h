@@ -29,13 +29,17 @@ class MetricsLog {
   std::FILE* f_ = nullptr;
 };
 
-/// The live progress line; a no-op unless stderr is a terminal.
+/// The live progress line; a no-op unless stderr is a terminal. While it exists, every log line erases
+/// it first (util::set_before_log), and it erases itself when destroyed.
 class ProgressLine {
  public:
   ProgressLine();
+  ~ProgressLine();
+  ProgressLine(const ProgressLine&) = delete;
+  ProgressLine& operator=(const ProgressLine&) = delete;
   /// Redraws "step s/total | loss | lr | tok/s | ETA". `secs_per_step` estimates the ETA.
   void update(int64_t step, int64_t total, double loss, double lr, double tokens_per_s, double secs_per_step);
-  /// Erases the line so a log line can be printed cleanly.
+  /// Erases the line so other output (stdout) can be printed cleanly.
   void clear();
 
  private:

@@ -4,6 +4,13 @@
 
 namespace lm::train {
 
+std::vector<torch::Tensor> DecayGroups::all() const {
+  std::vector<torch::Tensor> out = decay;
+  out.insert(out.end(), no_decay.begin(), no_decay.end());
+  out.insert(out.end(), embedding.begin(), embedding.end());
+  return out;
+}
+
 DecayGroups split_decay_groups(const model::GptImpl& m, double embedding_lr_scale,
                                const std::vector<std::string>& trainable_later) {
   DecayGroups g;

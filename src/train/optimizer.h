@@ -1,4 +1,4 @@
-// AdamW with two parameter groups (DESIGN.md "Weight decay"): 2-D matmul weights are decayed; token and
+// AdamW with two parameter groups (docs/ARCHITECTURE.md "Model contract"): 2-D matmul weights are decayed; token and
 // position embeddings, LayerNorm parameters and biases are not.
 #pragma once
 
@@ -19,6 +19,8 @@ struct DecayGroups {
   std::vector<torch::Tensor> decay, no_decay, embedding;
   int64_t decay_numel = 0, no_decay_numel = 0, embedding_numel = 0;
   double embedding_lr_scale = 1.0;  ///< lr multiplier of the `embedding` group
+  /// Every tensor of the three groups, in group order (the order gradient clipping sees them).
+  std::vector<torch::Tensor> all() const;
 };
 
 /// Splits the model's trainable parameters: decay = 2-D weights other than tok_emb/pos_emb; the rest is

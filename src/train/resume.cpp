@@ -2,12 +2,12 @@
 
 #include <spdlog/spdlog.h>
 
-#include "train/trainer.h"
+#include <algorithm>
+
 #include "util/errors.h"
 #include "util/fs.h"
 #include "util/hash.h"
-
-#include <algorithm>
+#include "util/text.h"
 
 namespace lm::train {
 namespace fs = std::filesystem;
@@ -23,9 +23,8 @@ std::string s(int64_t v) { return std::to_string(v); }
 std::string short_hash(const std::string& h) { return h.size() > 12 ? h.substr(0, 12) : (h.empty() ? "(none)" : h); }
 
 [[noreturn]] void refuse(const fs::path& ckpt, const std::vector<std::string>& problems) {
-  std::string msg = "[resume] " + ckpt.string() + " does not match this run:";
-  for (auto& p : problems) msg += " " + p + ";";
-  throw CheckpointError(msg + " Hint: resume with the original config, or start a new run.dir.");
+  throw CheckpointError(util::problem_list("[resume] " + ckpt.string() + " does not match this run:", problems,
+                                           "Hint: resume with the original config, or start a new run.dir."));
 }
 
 }  // namespace
@@ -80,6 +79,8 @@ fs::path select_resume_checkpoint(const fs::path& run_dir, const std::string& sp
   return {};
 }
 
+namespace {
+
 void preflight_resume(const TrainJob& job, const fs::path& ckpt) {
   const model::GptConfig a = checkpoint::read_arch(ckpt);
   const model::GptConfig& b = job.model;
@@ -99,6 +100,32 @@ void preflight_resume(const TrainJob& job, const fs::path& ckpt) {
   compare(p, "data.train (sha256)", short_hash(st.data.train_source_sha256), short_hash(text_hash(job.train_text)));
   compare(p, "data.val (sha256)", short_hash(st.data.val_source_sha256), short_hash(text_hash(job.val_text)));
   if (!p.empty()) refuse(ckpt, p);
+}
+
+// A new run never silently replaces an earlier run's checkpoints.
+void clear_earlier_run(const TrainJob& job) {
+  const auto old = checkpoint::list_checkpoints(job.run_dir);
+  if (old.empty()) return;
+  if (!job.overwrite) {
+    throw ConfigError("[train] run.dir '" + job.run_dir.string() + "' already holds " + std::to_string(old.size()) +
+                      " checkpoint(s), newest " + old.back().filename().string() +
+                      ": expected a new or empty run directory. Hint: --resume auto continues it, --overwrite "
+                      "deletes it, or choose another run.dir.");
+  }
+  for (auto& dir : old) fs::remove_all(dir);
+  fs::remove_all(job.run_dir / "best");
+  fs::remove(job.run_dir / "latest");
+  spdlog::warn("--overwrite: deleted {} checkpoint(s) of an earlier run in {}", old.size(), job.run_dir.string());
+}
+
+}  // namespace
+
+void check_run_start(const TrainJob& job) {
+  if (job.resume_from.empty()) {
+    clear_earlier_run(job);
+  } else {
+    preflight_resume(job, job.resume_from);
+  }
 }
 
 void check_data_identity(const checkpoint::DataIdentity& saved, const checkpoint::DataIdentity& now) {

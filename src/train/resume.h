@@ -1,16 +1,15 @@
-// Resume: choosing the checkpoint (`--resume auto|PATH`) and the preflight that runs before any tensor is
-// loaded: a different architecture, tokenizer or data is an error naming the field (checkpoint vs config).
+// Where a run starts: choosing the checkpoint to resume (`--resume auto|PATH`), the preflight that runs
+// before any tensor is loaded (a different architecture, tokenizer or data is an error naming the field,
+// checkpoint vs config), and a fresh start's refusal to replace an earlier run unless --overwrite.
 #pragma once
 
 #include <filesystem>
 #include <string>
 
 #include "checkpoint/checkpoint.h"
-#include "tokenizer/tokenizer.h"
+#include "train/train_job.h"
 
 namespace lm::train {
-
-struct TrainJob;
 
 /// The checkpoint to resume from, or an empty path to start fresh.
 /// spec "" = fresh; "auto" = newest verifying checkpoint in job.run_dir (invalid ones are warned about and
@@ -20,9 +19,11 @@ struct TrainJob;
 std::filesystem::path select_resume_checkpoint(const std::filesystem::path& run_dir, const std::string& spec,
                                                bool overwrite = false);
 
-/// Compares the checkpoint's arch.json and recorded data with the job, before anything is loaded.
-/// Throws CheckpointError listing every mismatch as "key: checkpoint X vs config Y".
-void preflight_resume(const TrainJob& job, const std::filesystem::path& ckpt);
+/// Before anything is loaded. Resuming (job.resume_from set): compares the checkpoint's arch.json and
+/// recorded data with the job; throws CheckpointError listing every mismatch as "key: checkpoint X vs
+/// config Y". Starting fresh in a run_dir that holds checkpoints: throws ConfigError, or with
+/// job.overwrite deletes them (and `best`, `latest`) with a warning.
+void check_run_start(const TrainJob& job);
 
 /// After the run's tokenizer and token files are ready: they must be the ones the checkpoint used.
 void check_data_identity(const checkpoint::DataIdentity& saved, const checkpoint::DataIdentity& now);

@@ -1,16 +1,13 @@
 #include "train/step.h"
 
-#include <limits>
-
 namespace lm::train {
 
-double accumulate_gradients(model::GptImpl& model, data::Batcher& batcher, int64_t accum, bool poison) {
+double accumulate_gradients(model::GptImpl& model, data::Batcher& batcher, int64_t accum) {
   model.zero_grad();
   double mean_loss = 0.0;
   for (int64_t micro = 0; micro < accum; ++micro) {
     auto batch = batcher.next();
     auto loss = model.loss(batch.x, batch.y);  // () mean nats/token of this micro-batch
-    if (poison) loss = loss * std::numeric_limits<double>::quiet_NaN();
     (loss / static_cast<double>(accum)).backward();  // mean of equal-size micro-batch means = big-batch mean
     mean_loss += loss.item<double>() / static_cast<double>(accum);
   }

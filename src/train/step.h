@@ -11,7 +11,6 @@ namespace lm::train {
 /// Zeroes the gradients, then runs `accum` micro-batches from `batcher` forward and backward, each loss
 /// scaled by 1/accum, so the gradients equal those of one batch of accum x B sequences (the batcher's
 /// windows for micro-batches k*accum.. are exactly those of one big batch k). Returns the mean loss.
-/// `poison` multiplies the loss by NaN (test hook for the non-finite guard).
-double accumulate_gradients(model::GptImpl& model, data::Batcher& batcher, int64_t accum, bool poison = false);
+double accumulate_gradients(model::GptImpl& model, data::Batcher& batcher, int64_t accum);
 
 }  // namespace lm::train

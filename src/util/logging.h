@@ -3,9 +3,15 @@
 
 #include <spdlog/spdlog.h>
 
+#include <functional>
+
 namespace lm::util {
 
 /// Configures the default spdlog logger: stderr, pattern with time and level; `verbose` enables debug.
 void setup_logging(bool verbose);
+
+/// Runs `fn` before each log line is written (e.g. to erase a live progress line first); nullptr removes
+/// it. One hook at a time.
+void set_before_log(std::function<void()> fn);
 
 }  // namespace lm::util

@@ -10,7 +10,7 @@ namespace {
 volatile std::sig_atomic_t g_stop = 0;
 
 extern "C" void on_stop_signal(int sig) {
-  if (g_stop == SIGINT && sig == SIGINT) _exit(130);  // second Ctrl-C: leave now
+  if (g_stop == SIGINT && sig == SIGINT) _exit(static_cast<int>(ExitCode::kSigInt));  // second Ctrl-C: leave now
   if (g_stop == 0) g_stop = sig;
 }
 
@@ -27,6 +27,8 @@ void install_stop_handlers() {
 
 int stop_signal() { return g_stop; }
 
-int exit_code_for_signal(int sig) { return sig == SIGTERM ? 143 : 130; }
+ExitCode exit_code_for_signal(int sig) { return sig == SIGTERM ? ExitCode::kSigTerm : ExitCode::kSigInt; }
+
+const char* signal_name(int sig) { return sig == SIGTERM ? "SIGTERM" : "SIGINT"; }
 
 }  // namespace lm::util

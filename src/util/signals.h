@@ -3,6 +3,8 @@
 // visible: unfinished saves are *.tmp-* directories, which are never checkpoints).
 #pragma once
 
+#include "util/errors.h"
+
 namespace lm::util {
 
 /// Installs the SIGINT/SIGTERM handlers (idempotent).
@@ -11,7 +13,10 @@ void install_stop_handlers();
 /// The first stop signal received (SIGINT or SIGTERM), or 0 when none.
 int stop_signal();
 
-/// Exit code for a stop signal: 130 for SIGINT, 143 for SIGTERM.
-int exit_code_for_signal(int sig);
+/// Exit code for a stop signal: ExitCode::kSigInt (130) for SIGINT, kSigTerm (143) for SIGTERM.
+ExitCode exit_code_for_signal(int sig);
+
+/// "SIGINT" or "SIGTERM".
+const char* signal_name(int sig);
 
 }  // namespace lm::util

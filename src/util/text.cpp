@@ -18,6 +18,16 @@ std::vector<std::string> split(const std::string& text, char sep) {
   return out;
 }
 
+std::string join(const std::vector<std::string>& items, const std::string& sep) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) out += (i ? sep : "") + items[i];
+  return out;
+}
+
+std::string problem_list(const std::string& head, const std::vector<std::string>& problems, const std::string& hint) {
+  return head + " " + join(problems, "; ") + "; " + hint;
+}
+
 std::string with_commas(int64_t n) {
   std::string digits = std::to_string(n < 0 ? -n : n), out;
   for (size_t i = 0; i < digits.size(); ++i) {

@@ -8,13 +8,13 @@
 #include <vector>
 
 #include "model/gpt_config.h"
-#include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_config.h"
 
-namespace lm::tokenizer {
+namespace lm::inspect {
 
 struct StatsOptions {
   std::vector<int> sizes;               ///< candidate vocabulary sizes
-  TokenizerConfig base;                 ///< model type and coverage (vocab_size is replaced)
+  tokenizer::TokenizerConfig base;                 ///< model type and coverage (vocab_size is replaced)
   int64_t sample_bytes = 1'000'000;     ///< training text taken from the corpus (whole lines)
   int64_t heldout_every = 10;           ///< every n-th line is held out for measuring, never trained on
   model::GptConfig model;               ///< model size for the embedding share (vocab_size replaced)
@@ -41,4 +41,4 @@ struct StatsReport {
 StatsReport tokenizer_stats(const std::filesystem::path& corpus, const StatsOptions& opt);
 std::string format_stats(const StatsReport& r, const StatsOptions& opt);
 
-}  // namespace lm::tokenizer
+}  // namespace lm::inspect

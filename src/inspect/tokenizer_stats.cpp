@@ -1,4 +1,4 @@
-#include "tokenizer/stats.h"
+#include "inspect/tokenizer_stats.h"
 
 #include <unistd.h>
 
@@ -7,11 +7,12 @@
 #include <fstream>
 
 #include "inspect/params.h"
+#include "tokenizer/tokenizer.h"
 #include "util/errors.h"
 #include "util/fs.h"
 #include "util/text.h"
 
-namespace lm::tokenizer {
+namespace lm::inspect {
 namespace fs = std::filesystem;
 
 namespace {
@@ -81,19 +82,19 @@ StatsReport tokenizer_stats(const fs::path& corpus, const StatsOptions& opt) {
   for (int v : opt.sizes) {
     SizeStats s;
     s.vocab_size = v;
-    TokenizerConfig cfg = opt.base;
+    tokenizer::TokenizerConfig cfg = opt.base;
     cfg.vocab_size = v;
     const fs::path model_file = tmp.path / ("v" + std::to_string(v) + ".model");
     auto t0 = std::chrono::steady_clock::now();
     try {
-      train_tokenizer(sample_file, model_file, cfg, opt.threads);
+      tokenizer::train_tokenizer(sample_file, model_file, cfg, opt.threads);
     } catch (const DataError& e) {
       s.error = e.what();
       r.sizes.push_back(s);
       continue;
     }
     s.train_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    Tokenizer tok(model_file);
+    tokenizer::Tokenizer tok(model_file);
     int64_t tokens = 0, over = 0;
     for (auto& l : heldout) {
       const auto n = static_cast<int64_t>(tok.encode(l).size());
@@ -106,7 +107,7 @@ StatsReport tokenizer_stats(const fs::path& corpus, const StatsOptions& opt) {
     s.lines_over_context = static_cast<double>(over) / static_cast<double>(r.heldout_lines);
     model::GptConfig arch = opt.model;
     arch.vocab_size = tok.vocab_size();
-    const auto pc = inspect::count_params(arch);
+    const auto pc = count_params(arch);
     s.embedding_params = pc.embedding;
     s.embedding_share = static_cast<double>(pc.embedding) / static_cast<double>(pc.total);
     r.sizes.push_back(s);
@@ -146,4 +147,4 @@ std::string format_stats(const StatsReport& r, const StatsOptions& opt) {
   return out;
 }
 
-}  // namespace lm::tokenizer
+}  // namespace lm::inspect

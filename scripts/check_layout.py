@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""Checks the shape of src/ that docs/ARCHITECTURE.md promises, and exits 1 naming every breach:
+
+1. layers: each folder of src/ includes only the folders listed for it in ALLOWED below, and the folder
+   graph has no cycle (so tokenizer/, data/ and model/ never reach train/, sample/, inspect/, cli/, config/);
+2. file length: no file in src/ over MAX_FILE_LINES lines;
+3. function length: no function body in src/ over MAX_FUNCTION_LINES lines. A function is found the way
+   this codebase writes them: a definition that starts at column 0 (namespaces are not indented) and whose
+   body ends at the first later line that is exactly "}" (also at column 0).
+
+Run by scripts/test.sh through CTest (test name layout.check). Usage: scripts/check_layout.py [SRC_DIR]
+"""
+import pathlib
+import re
+import sys
+
+MAX_FILE_LINES = 350
+MAX_FUNCTION_LINES = 80
+
+# Which folders each folder may include (besides itself). The order is the one-way layering:
+# util <- tokenizer, data, model <- checkpoint <- train, sample, inspect <- config <- cli <- main.cpp
+ALLOWED = {
+    "util": set(),
+    "tokenizer": {"util"},
+    "model": {"util"},
+    "data": {"util", "tokenizer"},
+    "checkpoint": {"util", "model"},
+    "train": {"util", "tokenizer", "data", "model", "checkpoint"},
+    "sample": {"util", "tokenizer", "model"},
+    "inspect": {"util", "tokenizer", "data", "model", "checkpoint", "sample"},
+    "config": {"util", "tokenizer", "model", "checkpoint", "train"},
+    "cli": {"util", "tokenizer", "data", "model", "checkpoint", "train", "sample", "inspect", "config"},
+    ".": {"cli", "util"},  # src/main.cpp
+}
+
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+
+
+def folder_of(src: pathlib.Path, path: pathlib.Path) -> str:
+    rel = path.relative_to(src)
+    return rel.parts[0] if len(rel.parts) > 1 else "."
+
+
+def check_includes(src, files, problems):
+    edges = {}
+    for f in files:
+        here = folder_of(src, f)
+        for n, line in enumerate(f.read_text(encoding="utf-8").splitlines(), 1):
+            m = INCLUDE.match(line)
+            if not m or "/" not in m.group(1):
+                continue
+            there = m.group(1).split("/")[0]
+            if not (src / there).is_dir() or there == here:
+                continue
+            edges.setdefault(here, set()).add(there)
+            if here not in ALLOWED:
+                problems.append(f"{f.relative_to(src)}: folder '{here}' is not in ALLOWED of check_layout.py")
+            elif there not in ALLOWED[here]:
+                problems.append(f"{f.relative_to(src)}:{n}: {here}/ must not include {m.group(1)} "
+                                f"({here}/ may include: {', '.join(sorted(ALLOWED[here])) or 'nothing'})")
+    # A cycle among folders (also guards the ALLOWED table itself).
+    state = {}
+
+    def visit(node, path):
+        state[node] = "open"
+        for nxt in sorted(edges.get(node, ())):
+            if state.get(nxt) == "open":
+                cycle = path[path.index(nxt):] + [nxt]
+                problems.append("include cycle between folders: " + " -> ".join(cycle))
+            elif nxt not in state:
+                visit(nxt, path + [nxt])
+        state[node] = "done"
+
+    for node in sorted(edges):
+        if node not in state:
+            visit(node, [node])
+
+
+def check_lengths(src, files, problems):
+    for f in files:
+        lines = f.read_text(encoding="utf-8").splitlines()
+        rel = f.relative_to(src)
+        if len(lines) > MAX_FILE_LINES:
+            problems.append(f"{rel}: {len(lines)} lines (at most {MAX_FILE_LINES})")
+        start = pending = None
+        for n, line in enumerate(lines, 1):
+            if start is None:
+                stripped = line.rstrip()
+                if line[:1] not in ("", " ", "}", "#", "/", ")") and not line.startswith(
+                        ("namespace", "extern", "struct", "class", "enum", "union", "template", "using")):
+                    pending = n  # a definition may start here; its "{" can close a multi-line signature
+                if pending is not None and stripped.endswith("{"):
+                    start, pending = pending, None
+                elif stripped.endswith(";"):
+                    pending = None
+            elif line == "}" or line.startswith("};"):
+                body = n - start + 1
+                if body > MAX_FUNCTION_LINES:
+                    problems.append(f"{rel}:{start}: function of {body} lines (at most {MAX_FUNCTION_LINES}): "
+                                    f"{lines[start - 1].strip()[:90]}")
+                start = None
+
+
+def main():
+    src = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else pathlib.Path(__file__).parent.parent / "src")
+    files = sorted(p for p in src.rglob("*") if p.suffix in (".h", ".cpp"))
+    if not files:
+        print(f"check_layout: no sources under {src}")
+        return 1
+    problems = []
+    check_includes(src, files, problems)
+    check_lengths(src, files, problems)
+    for p in problems:
+        print("check_layout:", p)
+    print(f"check_layout: {len(files)} files, {len(problems)} problem(s)")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

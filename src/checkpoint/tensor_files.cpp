@@ -1,0 +1,132 @@
+// The tensor files of a checkpoint: model.pt and optimizer.pt as name -> tensor dicts (torch::pickle_save),
+// written with deterministic bytes and read back with every name and shape checked before any copy.
+#include "checkpoint/tensor_files.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "util/errors.h"
+#include "util/fs.h"
+
+namespace lm::checkpoint {
+namespace fs = std::filesystem;
+namespace {
+
+std::string dict_bytes(const c10::Dict<std::string, torch::Tensor>& dict) {
+  std::vector<char> bytes = torch::pickle_save(dict);
+  return std::string(bytes.begin(), bytes.end());
+}
+
+// Key of a parameter in Optimizer::state(): LibTorch 1.13 uses the TensorImpl address printed as a string,
+// later versions the address itself; deduce which from the map type.
+template <typename Map>
+typename Map::key_type state_key(const Map&, const torch::Tensor& p) {
+  using K = typename Map::key_type;
+  if constexpr (std::is_same_v<K, std::string>) {
+    std::ostringstream ss;
+    ss << static_cast<const void*>(p.unsafeGetTensorImpl());
+    return ss.str();
+  } else {
+    return static_cast<K>(p.unsafeGetTensorImpl());
+  }
+}
+
+std::map<std::string, torch::Tensor> read_dict(const fs::path& p, const char* what) {
+  std::string bytes = util::read_file(p, what);
+  torch::IValue iv;
+  try {
+    iv = torch::pickle_load(std::vector<char>(bytes.begin(), bytes.end()));
+  } catch (const c10::Error& e) {
+    throw CheckpointError("[checkpoint] cannot read " + std::string(what) + " '" + p.string() + "': " + e.what_without_backtrace());
+  }
+  if (!iv.isGenericDict()) throw CheckpointError("[checkpoint] " + std::string(what) + ": expected a name -> tensor dict");
+  std::map<std::string, torch::Tensor> out;
+  for (const auto& kv : iv.toGenericDict()) {
+    if (!kv.key().isString() || !kv.value().isTensor()) {
+      throw CheckpointError("[checkpoint] " + std::string(what) + " '" + p.string() + "': expected string -> tensor entries");
+    }
+    out[kv.key().toStringRef()] = kv.value().toTensor();
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string weights_bytes(const model::GptImpl& m) {
+  c10::Dict<std::string, torch::Tensor> dict;
+  for (auto& [name, t] : model::named_weights(m)) dict.insert(name, t.detach().cpu().contiguous());
+  return dict_bytes(dict);
+}
+
+std::string optimizer_bytes(const torch::optim::AdamW& opt, const model::GptImpl& m) {
+  c10::Dict<std::string, torch::Tensor> dict;
+  for (auto& [name, p] : model::named_weights(m)) {
+    auto it = opt.state().find(state_key(opt.state(), p));
+    if (it == opt.state().end()) continue;  // no step taken yet, or a frozen parameter
+    const auto& st = static_cast<const torch::optim::AdamWParamState&>(*it->second);
+    dict.insert(name + ".step", torch::tensor(st.step(), torch::kInt64));
+    dict.insert(name + ".exp_avg", st.exp_avg().detach().cpu().contiguous());
+    dict.insert(name + ".exp_avg_sq", st.exp_avg_sq().detach().cpu().contiguous());
+    if (st.max_exp_avg_sq().defined()) dict.insert(name + ".max_exp_avg_sq", st.max_exp_avg_sq().detach().cpu().contiguous());
+  }
+  return dict_bytes(dict);
+}
+
+void load_weights(model::GptImpl& model, const fs::path& model_pt, bool head_from_tok_emb) {
+  auto stored = read_dict(model_pt, "weights");
+  if (head_from_tok_emb && !stored.count("head.weight") && stored.count("tok_emb.weight")) {
+    stored["head.weight"] = stored["tok_emb.weight"].clone();
+  }
+  auto expected = model::named_weights(model);
+  // Check everything before copying anything: torch::load alone would silently take the file's shapes.
+  for (auto& [name, t] : expected) {
+    auto it = stored.find(name);
+    if (it == stored.end()) throw CheckpointError("[checkpoint] weight missing: expected '" + name + "' in " + model_pt.string());
+    if (it->second.sizes() != t.sizes()) {
+      std::ostringstream ss;
+      ss << "[checkpoint] shape of '" << name << "': expected " << t.sizes() << ", got " << it->second.sizes();
+      throw CheckpointError(ss.str());
+    }
+  }
+  if (stored.size() != expected.size()) {
+    for (auto& [name, t] : stored) {
+      bool known = std::any_of(expected.begin(), expected.end(), [&](auto& e) { return e.first == name; });
+      if (!known) {
+        throw CheckpointError("[checkpoint] unexpected weight '" + name + "' (does tie_embeddings match the checkpoint?)");
+      }
+    }
+  }
+  torch::NoGradGuard no_grad;
+  for (auto& [name, t] : expected) t.copy_(stored[name]);
+}
+
+void load_optimizer(torch::optim::AdamW& opt, const model::GptImpl& model, const fs::path& dir) {
+  fs::path p = dir / "optimizer.pt";
+  if (!fs::is_regular_file(p)) throw CheckpointError("[checkpoint] optimizer state missing: expected " + p.string());
+  auto stored = read_dict(p, "optimizer state");
+  size_t used = 0;
+  for (auto& [name, param] : model::named_weights(model)) {
+    auto step = stored.find(name + ".step");
+    if (step == stored.end()) continue;
+    auto avg = stored.find(name + ".exp_avg"), sq = stored.find(name + ".exp_avg_sq");
+    if (avg == stored.end() || sq == stored.end() || avg->second.sizes() != param.sizes() ||
+        sq->second.sizes() != param.sizes()) {
+      throw CheckpointError("[checkpoint] optimizer state of '" + name + "': expected exp_avg/exp_avg_sq shaped like the parameter");
+    }
+    auto st = std::make_unique<torch::optim::AdamWParamState>();
+    st->step(step->second.item<int64_t>());
+    st->exp_avg(avg->second.clone());
+    st->exp_avg_sq(sq->second.clone());
+    used += 3;
+    if (auto mx = stored.find(name + ".max_exp_avg_sq"); mx != stored.end()) {
+      st->max_exp_avg_sq(mx->second.clone());
+      ++used;
+    }
+    opt.state()[state_key(opt.state(), param)] = std::move(st);
+  }
+  if (used != stored.size()) {
+    throw CheckpointError("[checkpoint] optimizer state '" + p.string() + "' names parameters this model does not have");
+  }
+}
+
+}  // namespace lm::checkpoint

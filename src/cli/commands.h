@@ -1,0 +1,29 @@
+// The subcommands, one add_* function per cmd_*.cpp file; app.cpp registers them all. Internal to cli/.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+
+#include "util/faults.h"
+
+namespace lm::cli {
+
+void add_tokenizer_commands(CLI::App& app);  ///< tokenizer train|stats|encode|decode (cmd_tokenizer.cpp)
+void add_data_commands(CLI::App& app);       ///< prepare (cmd_tokenizer.cpp)
+void add_train_commands(CLI::App& app, const util::Faults& faults);     ///< train (cmd_train.cpp)
+void add_finetune_commands(CLI::App& app, const util::Faults& faults);  ///< finetune (cmd_finetune.cpp)
+void add_sample_commands(CLI::App& app);      ///< sample (cmd_sample.cpp)
+void add_checkpoint_commands(CLI::App& app);  ///< ckpt verify|info (cmd_ckpt.cpp)
+void add_plot_commands(CLI::App& app);        ///< plot (cmd_plot.cpp)
+void add_inspect_commands(CLI::App& app);     ///< inspect drift|probs|neighbours|positions (cmd_inspect.cpp)
+/// inspect params|shapes (cmd_inspect_model.cpp).
+void add_model_reading_commands(CLI::App& inspect);
+
+/// The shared `--checkpoint` option: a checkpoint directory, or a run directory (its `latest`).
+inline CLI::Option* add_checkpoint_option(CLI::App* cmd, std::string& target, bool required) {
+  auto* opt = cmd->add_option("--checkpoint", target, "checkpoint directory, or a run directory (its `latest`)");
+  return required ? opt->required() : opt;
+}
+
+}  // namespace lm::cli

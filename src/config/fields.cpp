@@ -1,0 +1,192 @@
+#include "config/fields.h"
+
+#include <cmath>
+#include <limits>
+
+#include "util/errors.h"
+
+namespace lm::config {
+namespace {
+
+template <typename T>
+const char* type_name() {
+  if constexpr (std::is_same_v<T, bool>) return "true or false";
+  else if constexpr (std::is_floating_point_v<T>) return "a number";
+  else if constexpr (std::is_unsigned_v<T>) return "a non-negative integer";
+  else return "an integer";
+}
+
+
+// Numeric or boolean field with an inclusive range.
+template <typename T>
+Field scalar(std::string key, std::string help, std::function<T&(RunConfig&)> ref,
+             T lo = std::numeric_limits<T>::lowest(), T hi = std::numeric_limits<T>::max()) {
+  Field f;
+  f.key = key;
+  f.help = std::move(help);
+  f.set = [key, ref, lo, hi](RunConfig& c, const YAML::Node& n, const std::string& where,
+                             std::vector<std::string>& errs) {
+    T v{};
+    try {
+      if (!n.IsScalar()) throw YAML::Exception(n.Mark(), "not a scalar");
+      // yaml-cpp reads "-1" as a huge unsigned and "1.5" as int 1 in some versions: parse via long double.
+      if constexpr (std::is_same_v<T, bool>) {
+        v = n.as<bool>();
+      } else {
+        std::string s = n.Scalar();
+        size_t used = 0;
+        long double x = std::stold(s, &used);
+        if (used != s.size() || !std::isfinite(x)) throw std::invalid_argument(s);
+        if (x < static_cast<long double>(lo) || x > static_cast<long double>(hi)) {
+          errs.push_back(key + where + ": expected a value in [" + show(lo) + ", " + show(hi) + "], got " + s);
+          return;
+        }
+        if constexpr (std::is_integral_v<T>) {
+          if (x != std::floor(x)) throw std::invalid_argument(s);  // in range, so the cast below is defined
+        }
+        v = static_cast<T>(x);
+      }
+    } catch (const std::exception&) {
+      errs.push_back(key + where + ": expected " + type_name<T>() + ", got '" + (n.IsScalar() ? n.Scalar() : "a " + std::string(n.IsMap() ? "map" : "list")) + "'");
+      return;
+    }
+    ref(c) = v;
+  };
+  f.emit = [ref](const RunConfig& c, YAML::Emitter& e) {
+    if constexpr (std::is_same_v<T, bool>) {
+      e << (ref(const_cast<RunConfig&>(c)) ? "true" : "false");
+    } else {
+      e << ref(const_cast<RunConfig&>(c));
+    }
+  };
+  return f;
+}
+
+Field text(std::string key, std::string help, std::function<std::string&(RunConfig&)> ref) {
+  Field f;
+  f.key = key;
+  f.help = std::move(help);
+  f.set = [key, ref](RunConfig& c, const YAML::Node& n, const std::string& where, std::vector<std::string>& errs) {
+    if (!n.IsScalar()) {
+      errs.push_back(key + where + ": expected a string, got a " + (n.IsMap() ? "map" : "list"));
+      return;
+    }
+    ref(c) = n.Scalar();
+  };
+  f.emit = [ref](const RunConfig& c, YAML::Emitter& e) { e << YAML::DoubleQuoted << ref(const_cast<RunConfig&>(c)); };
+  return f;
+}
+
+// List of strings (YAML sequence; --set key=[a,b]).
+Field text_list(std::string key, std::string help, std::function<std::vector<std::string>&(RunConfig&)> ref) {
+  Field f;
+  f.key = key;
+  f.help = std::move(help);
+  f.set = [key, ref](RunConfig& c, const YAML::Node& n, const std::string& where, std::vector<std::string>& errs) {
+    if (!n.IsSequence()) {
+      errs.push_back(key + where + ": expected a list of strings, e.g. [blocks.0., ln_f.]");
+      return;
+    }
+    std::vector<std::string> v;
+    for (const auto& item : n) {
+      if (!item.IsScalar()) {
+        errs.push_back(key + where + ": expected a list of strings, got a nested item");
+        return;
+      }
+      v.push_back(item.Scalar());
+    }
+    ref(c) = v;
+  };
+  f.emit = [ref](const RunConfig& c, YAML::Emitter& e) {
+    e << YAML::Flow << YAML::BeginSeq;
+    for (const auto& s : ref(const_cast<RunConfig&>(c))) e << s;
+    e << YAML::EndSeq;
+  };
+  return f;
+}
+
+// String field that becomes an enum: `parse` throws ConfigError for unknown spellings.
+template <typename E>
+Field choice(std::string key, std::string help, std::function<E&(RunConfig&)> ref, E (*parse)(std::string_view),
+             std::string (*print)(E)) {
+  Field f;
+  f.key = key;
+  f.help = std::move(help);
+  f.set = [key, ref, parse](RunConfig& c, const YAML::Node& n, const std::string& where,
+                            std::vector<std::string>& errs) {
+    std::string s = n.IsScalar() ? n.Scalar() : "<not a scalar>";
+    try {
+      ref(c) = parse(s);
+    } catch (const ConfigError& e) {
+      std::string m = e.what();
+      auto colon = m.find("expected");
+      errs.push_back(key + where + ": " + (colon == std::string::npos ? m : m.substr(colon)));
+    }
+  };
+  f.emit = [ref, print](const RunConfig& c, YAML::Emitter& e) { e << print(ref(const_cast<RunConfig&>(c))); };
+  return f;
+}
+
+}  // namespace
+
+const std::vector<Field>& fields() {
+  using I = int64_t;
+  static const std::vector<Field> kFields = {
+      text("run.dir", "run directory (tokenizer, token files, checkpoints)", [](RunConfig& c) -> std::string& { return c.run.dir; }),
+      scalar<uint64_t>("run.seed", "seed for initialisation and batch sampling", [](RunConfig& c) -> uint64_t& { return c.run.seed; }),
+      scalar<int>("run.threads", "compute threads (LibTorch + OpenBLAS)", [](RunConfig& c) -> int& { return c.run.threads; }, 1, 256),
+      text("data.train", "training text file", [](RunConfig& c) -> std::string& { return c.data.train; }),
+      text("data.val", "validation text file", [](RunConfig& c) -> std::string& { return c.data.val; }),
+      scalar<int>("tokenizer.vocab_size", "SentencePiece vocabulary size (= model rows V)", [](RunConfig& c) -> int& { return c.tokenizer.vocab_size; }, 8, 1000000),
+      choice<tokenizer::ModelType>("tokenizer.model_type", "bpe | unigram", [](RunConfig& c) -> tokenizer::ModelType& { return c.tokenizer.model_type; }, tokenizer::parse_model_type, tokenizer::to_string),
+      scalar<double>("tokenizer.character_coverage", "fraction of characters the vocabulary covers", [](RunConfig& c) -> double& { return c.tokenizer.character_coverage; }, 0.5, 1.0),
+      scalar<I>("tokenizer.max_sentences", "lines sampled to train the tokenizer (0 = all)", [](RunConfig& c) -> I& { return c.tokenizer.max_sentences; }, 0),
+      scalar<I>("model.d_model", "width C of token vectors", [](RunConfig& c) -> I& { return c.model.d_model; }, 1, 65536),
+      scalar<I>("model.n_layers", "transformer blocks L", [](RunConfig& c) -> I& { return c.model.n_layers; }, 1, 1024),
+      scalar<I>("model.n_heads", "attention heads H (divides d_model)", [](RunConfig& c) -> I& { return c.model.n_heads; }, 1, 1024),
+      scalar<I>("model.max_seq_len", "context length T in tokens", [](RunConfig& c) -> I& { return c.model.max_seq_len; }, 1, 1 << 20),
+      scalar<I>("model.mlp_ratio", "MLP hidden width / d_model", [](RunConfig& c) -> I& { return c.model.mlp_ratio; }, 1, 64),
+      choice<model::Positions>("model.positions", "learned | sinusoidal", [](RunConfig& c) -> model::Positions& { return c.model.positions; }, model::parse_positions, model::to_string),
+      scalar<bool>("model.tie_embeddings", "logits through the token table (true) or a separate head", [](RunConfig& c) -> bool& { return c.model.tie_embeddings; }),
+      choice<model::EmbeddingScale>("model.embedding_scale", "none | sqrt_d", [](RunConfig& c) -> model::EmbeddingScale& { return c.model.embedding_scale; }, model::parse_embedding_scale, model::to_string),
+      scalar<I>("train.batch_size", "sequences per micro-batch per process", [](RunConfig& c) -> I& { return c.train.batch_size; }, 1, 1 << 20),
+      scalar<I>("train.grad_accum", "micro-batches per optimizer step", [](RunConfig& c) -> I& { return c.train.grad_accum; }, 1, 1 << 20),
+      scalar<I>("train.max_steps", "optimizer steps", [](RunConfig& c) -> I& { return c.train.max_steps; }, 1),
+      scalar<double>("train.lr", "peak learning rate", [](RunConfig& c) -> double& { return c.train.lr; }, 1e-12, 10.0),
+      scalar<double>("train.min_lr", "learning rate at the end of the cosine decay", [](RunConfig& c) -> double& { return c.train.min_lr; }, 0.0, 10.0),
+      scalar<I>("train.warmup_steps", "linear warmup steps", [](RunConfig& c) -> I& { return c.train.warmup_steps; }, 0),
+      scalar<double>("train.weight_decay", "AdamW weight decay on 2-D matmul weights", [](RunConfig& c) -> double& { return c.train.weight_decay; }, 0.0, 10.0),
+      scalar<double>("train.beta1", "AdamW beta1", [](RunConfig& c) -> double& { return c.train.beta1; }, 0.0, 0.999999),
+      scalar<double>("train.beta2", "AdamW beta2", [](RunConfig& c) -> double& { return c.train.beta2; }, 0.0, 0.999999),
+      scalar<double>("train.eps", "AdamW epsilon", [](RunConfig& c) -> double& { return c.train.eps; }, 1e-30, 1.0),
+      scalar<double>("train.grad_clip", "global gradient-norm clip (0 = off)", [](RunConfig& c) -> double& { return c.train.grad_clip; }, 0.0),
+      scalar<I>("train.eval_every", "steps between validations (0 = end only)", [](RunConfig& c) -> I& { return c.train.eval_every; }, 0),
+      scalar<I>("train.eval_batches", "batches per periodic validation", [](RunConfig& c) -> I& { return c.train.eval_batches; }, 1),
+      scalar<I>("train.log_every", "steps between log lines", [](RunConfig& c) -> I& { return c.train.log_every; }, 1),
+      scalar<I>("train.early_stopping_patience", "validations without improvement before stopping (0 = off)", [](RunConfig& c) -> I& { return c.train.early_stopping_patience; }, 0),
+      choice<train::NonFinitePolicy>("train.on_nonfinite", "stop | skip a step whose loss or grad norm is NaN/Inf", [](RunConfig& c) -> train::NonFinitePolicy& { return c.train.on_nonfinite; }, train::parse_nonfinite_policy, train::to_string),
+      scalar<I>("train.max_skips", "consecutive skipped steps allowed with on_nonfinite: skip", [](RunConfig& c) -> I& { return c.train.max_skips; }, 0),
+      text("finetune.from", "starting checkpoint of `lmtrain finetune` (set by --from)", [](RunConfig& c) -> std::string& { return c.finetune.from; }),
+      scalar<bool>("finetune.freeze_embeddings", "freeze the token table (tied head: the output projection too)", [](RunConfig& c) -> bool& { return c.finetune.freeze_embeddings; }),
+      scalar<bool>("finetune.freeze_positions", "freeze learned positions", [](RunConfig& c) -> bool& { return c.finetune.freeze_positions; }),
+      text_list("finetune.freeze", "further parameter-name prefixes to freeze", [](RunConfig& c) -> std::vector<std::string>& { return c.finetune.freeze; }),
+      scalar<bool>("finetune.untie_head", "copy a tied head out of the token table so it can train on its own", [](RunConfig& c) -> bool& { return c.finetune.untie_head; }),
+      scalar<double>("finetune.embedding_lr_scale", "lr multiplier of trainable token/position embeddings", [](RunConfig& c) -> double& { return c.finetune.embedding_lr_scale; }, 1e-6, 10.0),
+      scalar<I>("finetune.unfreeze_embeddings_after", "unfreeze the frozen embeddings after this many steps (0 = never)", [](RunConfig& c) -> I& { return c.finetune.unfreeze_embeddings_after; }, 0),
+      text("finetune.original_val", "original corpus val text for the forgetting report (\"\" = the checkpoint's data.val)", [](RunConfig& c) -> std::string& { return c.finetune.original_val; }),
+      scalar<I>("finetune.drift_every", "steps between drift reports (0 = end only)", [](RunConfig& c) -> I& { return c.finetune.drift_every; }, 0),
+      scalar<I>("finetune.drift_top_k", "most-moved pieces listed", [](RunConfig& c) -> I& { return c.finetune.drift_top_k; }, 0, 10000),
+      scalar<I>("checkpoint.every", "steps between checkpoints (0 = final only)", [](RunConfig& c) -> I& { return c.checkpoint.every; }, 0),
+      scalar<I>("checkpoint.keep_last", "step checkpoints kept on disk (plus `best`)", [](RunConfig& c) -> I& { return c.checkpoint.keep_last; }, 2),
+  };
+  return kFields;
+}
+
+const Field* find_field(const std::string& key) {
+  for (const auto& f : fields()) {
+    if (f.key == key) return &f;
+  }
+  return nullptr;
+}
+
+}  // namespace lm::config

@@ -1,0 +1,26 @@
+// Tokenizer training settings: the YAML section `tokenizer`, declared here so that config/ can compose it
+// without pulling in the Tokenizer class.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace lm::tokenizer {
+
+/// SentencePiece algorithm.
+enum class ModelType { kBpe, kUnigram };
+
+/// Parses "bpe" | "unigram"; throws ConfigError otherwise.
+ModelType parse_model_type(std::string_view s);
+std::string to_string(ModelType t);
+
+/// Tokenizer training settings (YAML section `tokenizer`).
+struct TokenizerConfig {
+  int vocab_size = 8192;                 ///< pieces in the vocabulary, incl. <unk>, <s>, </s>; >= 8
+  ModelType model_type = ModelType::kBpe;
+  double character_coverage = 0.9995;    ///< fraction of characters covered (SentencePiece); (0, 1]
+  int64_t max_sentences = 0;             ///< lines sampled for training; 0 = all
+};
+
+}  // namespace lm::tokenizer

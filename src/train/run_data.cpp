@@ -1,0 +1,72 @@
+#include "train/run_data.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+
+#include "data/prepare.h"
+#include "tokenizer/tokenizer.h"
+#include "util/errors.h"
+#include "util/fs.h"
+#include "util/hash.h"
+#include "util/signals.h"
+
+namespace lm::train {
+namespace fs = std::filesystem;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// The run's tokenizer: a fine-tune keeps the checkpoint's (the token table rows mean those pieces); a new
+// run trains one unless the existing one was trained on the same corpus with the same settings.
+void ensure_run_tokenizer(const TrainJob& job, const fs::path& path) {
+  const auto t0 = Clock::now();
+  if (!job.init_from.empty()) {
+    const fs::path src = job.init_from / "tokenizer.model";
+    if (!fs::is_regular_file(path) || util::sha256_file(path) != util::sha256_file(src)) {
+      util::atomic_write_file(path, util::read_file(src, "checkpoint tokenizer"));
+    }
+    spdlog::info("tokenizer: {} (from {})", path.string(), job.init_from.string());
+  } else if (tokenizer::ensure_tokenizer(job.train_text, path, job.tokenizer, job.threads)) {
+    spdlog::info("tokenizer: trained {} {} pieces on {} in {:.1f}s -> {}", tokenizer::to_string(job.tokenizer.model_type),
+                 job.tokenizer.vocab_size, job.train_text.string(), seconds_since(t0), path.string());
+  } else {
+    spdlog::info("tokenizer: {} is current", path.string());
+  }
+}
+
+}  // namespace
+
+void prepare_run_data(const TrainJob& job) {
+  RunPaths paths(job.run_dir);
+  fs::create_directories(job.run_dir);
+  ensure_run_tokenizer(job, paths.tokenizer);
+  tokenizer::Tokenizer tok(paths.tokenizer);
+  for (auto [text, bin] : {std::pair{job.train_text, paths.train_bin}, std::pair{job.val_text, paths.val_bin}}) {
+    if (data::token_file_is_current(text, tok, bin)) {
+      spdlog::info("prepare: {} is current", bin.string());
+      continue;
+    }
+    const auto t0 = Clock::now();
+    auto info = data::prepare_corpus(text, tok, bin);
+    spdlog::info("prepare: {} -> {} ({} tokens, {}-byte ids, {:.1f}s)", text.string(), bin.string(), info.count,
+                 info.id_bytes, seconds_since(t0));
+  }
+  if (const int sig = util::stop_signal(); sig != 0) {  // Ctrl-C during tokenizer training or encoding
+    throw Interrupted(util::exit_code_for_signal(sig),
+                      "[train] stopped by " + std::string(util::signal_name(sig)) +
+                          " during data preparation, before any step; no checkpoint was written (finished tokenizer "
+                          "and token files are kept and reused)");
+  }
+}
+
+RunData::RunData(const fs::path& run_dir) : paths(run_dir), train(paths.train_bin), val(paths.val_bin) {
+  tokenizer::Tokenizer tok(paths.tokenizer);
+  vocab_size = tok.vocab_size();
+  identity = {tok.sha256(), train.info().source_sha256, val.info().source_sha256, train.size(), val.size()};
+}
+
+}  // namespace lm::train

@@ -1,0 +1,34 @@
+// The data of a run directory: its tokenizer (trained, or copied from the fine-tune's checkpoint) and its
+// token files, made when missing or stale, and opened with the identity a resume must match.
+#pragma once
+
+#include <filesystem>
+
+#include "checkpoint/checkpoint.h"
+#include "data/token_file.h"
+#include "train/train_job.h"
+
+namespace lm::train {
+
+/// Paths of the artefacts inside a run directory.
+struct RunPaths {
+  explicit RunPaths(const std::filesystem::path& dir)
+      : tokenizer(dir / "tokenizer.model"), train_bin(dir / "train.bin"), val_bin(dir / "val.bin") {}
+  std::filesystem::path tokenizer, train_bin, val_bin;
+};
+
+/// Makes the tokenizer and token files of a run when missing or stale (logged). Safe to call repeatedly.
+/// Throws DataError; Interrupted when SIGINT/SIGTERM arrived meanwhile (nothing trained yet, finished
+/// files are kept).
+void prepare_run_data(const TrainJob& job);
+
+/// The run's token files, opened, with the identity of tokenizer and corpus recorded in checkpoints.
+struct RunData {
+  explicit RunData(const std::filesystem::path& run_dir);
+  RunPaths paths;
+  int32_t vocab_size = 0;  ///< of the run's tokenizer
+  data::TokenFile train, val;
+  checkpoint::DataIdentity identity;
+};
+
+}  // namespace lm::train

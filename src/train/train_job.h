@@ -1,0 +1,58 @@
+// TrainJob: everything one training or fine-tuning run needs, as typed values (cli/ builds it from the
+// RunConfig), and TrainResult, what the run reports back.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "checkpoint/checkpoint_config.h"
+#include "model/gpt_config.h"
+#include "tokenizer/tokenizer_config.h"
+#include "train/train_config.h"
+#include "util/faults.h"
+
+namespace lm::model {
+class GptImpl;
+}
+
+namespace lm::train {
+
+struct TrainJob {
+  std::filesystem::path run_dir;
+  uint64_t seed = 1337;
+  int threads = 1;
+  std::filesystem::path train_text, val_text;
+  tokenizer::TokenizerConfig tokenizer;
+  model::GptConfig model;  ///< vocab_size is overwritten with the tokenizer's
+  TrainConfig train;
+  checkpoint::CheckpointConfig checkpoint;
+  std::string config_yaml;  ///< effective config, saved in the run dir and every checkpoint
+  bool overwrite = false;   ///< delete an earlier run's checkpoints in run_dir (otherwise that is an error)
+  /// The verified checkpoint to continue from (select_resume_checkpoint chose it); empty = a fresh start.
+  std::filesystem::path resume_from;
+
+  // Fine-tuning (set by `lmtrain finetune`):
+  std::filesystem::path init_from;  ///< start from this checkpoint's weights and tokenizer (not trained anew)
+  std::vector<std::string> freeze;  ///< parameter-name prefixes frozen (requires_grad=false, no optimizer state)
+  double embedding_lr_scale = 1.0;  ///< lr multiplier for tok_emb/pos_emb
+  std::vector<std::string> unfreeze;  ///< prefixes (among `freeze`) that train again after `unfreeze_after` steps
+  int64_t unfreeze_after = 0;
+  /// Called every `report_every` steps (final=false) and after the final validation (final=true).
+  std::function<void(model::GptImpl& model, int64_t step, bool final)> on_report;
+  int64_t report_every = 0;
+
+  /// Faults to inject (test builds only fill it; see util/faults.h). Default: none.
+  util::Faults faults;
+};
+
+struct TrainResult {
+  int64_t steps = 0;
+  bool early_stopped = false;
+  double final_val_loss = 0.0;  ///< over the whole validation file, nats/token
+  std::filesystem::path checkpoint;
+};
+
+}  // namespace lm::train

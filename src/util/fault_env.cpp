@@ -1,0 +1,22 @@
+// Test builds only (CMake option LMTRAIN_FAULT_INJECTION): fills util::Faults from LMTRAIN_TEST_*
+// variables. Not part of lmtrain_core, so the release binary cannot call it.
+#include <cstdlib>
+
+#include "util/faults.h"
+
+namespace lm::util {
+
+Faults faults_from_environment() {
+  auto number = [](const char* name) -> int64_t {
+    const char* v = std::getenv(name);
+    return v ? std::atoll(v) : 0;
+  };
+  Faults f;
+  f.nan_step = number("LMTRAIN_TEST_NAN_STEP");
+  f.step_delay_ms = number("LMTRAIN_TEST_STEP_DELAY_MS");
+  f.save_pause_ms = number("LMTRAIN_TEST_SAVE_PAUSE_MS");
+  if (const char* v = std::getenv("LMTRAIN_TEST_FAIL_SAVE")) f.fail_save = v;
+  return f;
+}
+
+}  // namespace lm::util

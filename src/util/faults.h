@@ -1,0 +1,24 @@
+// Fault injection: the one seam through which tests make a run fail on purpose (a NaN loss, a slow step,
+// a slow or failing checkpoint save). The trainer and the checkpoint saver take a Faults value; a default
+// one injects nothing. Only a test build fills it from the environment: faults_from_environment() is
+// defined in fault_env.cpp, which CMake compiles into `lmtrain_faults` and `lmtrain_tests` only (option
+// LMTRAIN_FAULT_INJECTION), never into the release `lmtrain`, so no variable can change a production run.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace lm::util {
+
+struct Faults {
+  int64_t nan_step = 0;       ///< poison the loss and gradients of this step (1-based); 0 = never
+  int64_t step_delay_ms = 0;  ///< sleep after each optimizer step, so a test can signal mid-run
+  int64_t save_pause_ms = 0;  ///< sleep after each checkpoint file, so a test can kill -9 mid-save
+  std::string fail_save;      ///< checkpoint name (e.g. "step_00000008") whose save fails like a full disk
+};
+
+/// Test builds only. Reads LMTRAIN_TEST_NAN_STEP, LMTRAIN_TEST_STEP_DELAY_MS, LMTRAIN_TEST_SAVE_PAUSE_MS
+/// and LMTRAIN_TEST_FAIL_SAVE (unset = no fault).
+Faults faults_from_environment();
+
+}  // namespace lm::util
