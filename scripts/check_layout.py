@@ -6,7 +6,9 @@
 2. file length: no file in src/ over MAX_FILE_LINES lines;
 3. function length: no function body in src/ over MAX_FUNCTION_LINES lines. A function is found the way
    this codebase writes them: a definition that starts at column 0 (namespaces are not indented) and whose
-   body ends at the first later line that is exactly "}" (also at column 0).
+   body ends at the first later line that is exactly "}" (also at column 0);
+4. citations: every `docs/NAME.md "Section"` in src/, configs/, scripts/ and CMakeLists.txt names a file
+   of the repository and one of its headings, and nothing cites a design file outside the repository.
 
 Run by scripts/test.sh through CTest (test name layout.check). Usage: scripts/check_layout.py [SRC_DIR]
 """
@@ -101,6 +103,30 @@ def check_lengths(src, files, problems):
                 start = None
 
 
+CITATION = re.compile(r'docs/([A-Za-z_]+\.md)(?:\s+"([^"]+)")?')
+
+
+def check_citations(root, problems):
+    places = [root / "CMakeLists.txt"] + sorted(p for d in ("src", "configs", "scripts") for p in (root / d).rglob("*")
+                                                 if p.is_file() and p.suffix in (".h", ".cpp", ".yaml", ".sh", ".py"))
+    for f in places:
+        if f.name == "check_layout.py":
+            continue
+        for n, line in enumerate(f.read_text(encoding="utf-8").splitlines(), 1):
+            where = f"{f.relative_to(root)}:{n}"
+            if "DESIGN.md" in line:
+                problems.append(f"{where}: cites DESIGN.md, which is not in the repository (use docs/ARCHITECTURE.md)")
+            for m in CITATION.finditer(line):
+                doc = root / "docs" / m.group(1)
+                if not doc.is_file():
+                    problems.append(f"{where}: cites docs/{m.group(1)}, which does not exist")
+                elif m.group(2):
+                    headings = {h.lstrip("#").strip() for h in doc.read_text(encoding="utf-8").splitlines()
+                                if h.startswith("#")}
+                    if m.group(2) not in headings:
+                        problems.append(f"{where}: docs/{m.group(1)} has no section \"{m.group(2)}\"")
+
+
 def main():
     src = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else pathlib.Path(__file__).parent.parent / "src")
     files = sorted(p for p in src.rglob("*") if p.suffix in (".h", ".cpp"))
@@ -110,6 +136,7 @@ def main():
     problems = []
     check_includes(src, files, problems)
     check_lengths(src, files, problems)
+    check_citations(src.parent, problems)
     for p in problems:
         print("check_layout:", p)
     print(f"check_layout: {len(files)} files, {len(problems)} problem(s)")

@@ -1,4 +1,5 @@
-// Checkpoint directories (DESIGN.md "Checkpoint contract"). A checkpoint RUN/step_00001000/ holds:
+// Checkpoint directories (docs/ARCHITECTURE.md "Checkpoint contract"). A checkpoint RUN/step_00001000/
+// holds:
 //   model.pt            weights, a name -> tensor dict (torch::pickle_save; Python torch.load reads it)
 //   optimizer.pt        AdamW state as a name -> tensor dict: "<param>.exp_avg", "<param>.exp_avg_sq",
 //                       "<param>.step" per parameter (deterministic bytes; Python torch.load reads it)

@@ -3,17 +3,13 @@
 #include <cmath>
 
 #include "model/linear.h"
-
 #include "util/errors.h"
+#include "util/text.h"
 
 namespace lm::model {
 
 GptImpl::GptImpl(const GptConfig& cfg) : cfg_(cfg) {
-  if (auto p = cfg.problems(); !p.empty()) {
-    std::string msg = "[model] invalid architecture:";
-    for (auto& s : p) msg += " " + s + ";";
-    throw ConfigError(msg);
-  }
+  if (auto p = cfg.problems(); !p.empty()) throw ConfigError(util::problem_list("[model] invalid architecture:", p));
   const int64_t C = cfg.d_model;
   tok_emb = register_module("tok_emb", torch::nn::Embedding(cfg.vocab_size, C));
   pos_emb = register_module("pos_emb", make_positions(cfg));

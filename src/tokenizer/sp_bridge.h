@@ -1,6 +1,7 @@
 // C ABI of the SentencePiece bridge library (liblmtrain_spbridge.so). It is the only code that links
 // Debian's libsentencepiece, whose bundled protobuf 3.14 clashes with LibTorch's protobuf 3.21 in one
-// process (DESIGN.md "Known trap"). tokenizer.cpp dlopens it with RTLD_LOCAL | RTLD_DEEPBIND.
+// process (docs/ARCHITECTURE.md "The SentencePiece bridge"). tokenizer.cpp dlopens it with
+// RTLD_LOCAL | RTLD_DEEPBIND.
 //
 // Conventions: functions return 0 on success. On failure they return non-zero and, when `err` is not
 // null, store a malloc'd message there that the caller frees with lmsp_free. Output buffers are malloc'd

@@ -1,5 +1,5 @@
-// AdamW with two parameter groups (docs/ARCHITECTURE.md "Model contract"): 2-D matmul weights are decayed; token and
-// position embeddings, LayerNorm parameters and biases are not.
+// AdamW with two parameter groups (docs/ARCHITECTURE.md "Model contract"): 2-D matmul weights are
+// decayed; token and position embeddings, LayerNorm parameters and biases are not.
 #pragma once
 
 #include <torch/torch.h>

@@ -1,5 +1,5 @@
 // Typed exceptions thrown by library code; cli/ is the only place that catches them and maps each kind to
-// its documented exit code (DESIGN.md "Errors and exit codes"). Messages follow
+// its documented exit code (docs/ARCHITECTURE.md "Errors and exit codes"). Messages follow
 // "[component] what failed: expected X, got Y. Hint: ...".
 #pragma once
 
@@ -17,7 +17,7 @@ enum class ExitCode : int {
   kCheckpoint = 4,   ///< missing, corrupt or incompatible checkpoint
   kNonFinite = 5,    ///< NaN/Inf loss or gradient
   kSave = 6,         ///< a checkpoint or output could not be written
-  kDistributed = 7,  ///< process-group failure
+  kDistributed = 7,  ///< process-group failure: reserved for multi-process training, nothing throws it yet
   kSigInt = 130,
   kSigTerm = 143,
 };

@@ -25,7 +25,7 @@ std::string join(const std::vector<std::string>& items, const std::string& sep) 
 }
 
 std::string problem_list(const std::string& head, const std::vector<std::string>& problems, const std::string& hint) {
-  return head + " " + join(problems, "; ") + "; " + hint;
+  return head + " " + join(problems, "; ") + ";" + (hint.empty() ? "" : " " + hint);
 }
 
 std::string with_commas(int64_t n) {

@@ -14,8 +14,9 @@ std::string pad(const std::string& s, size_t width);
 std::vector<std::string> split(const std::string& text, char sep);
 /// {"a","b"} joined with ", " -> "a, b" ({} -> "").
 std::string join(const std::vector<std::string>& items, const std::string& sep);
-/// The shape of a refusal that lists several problems: "HEAD p1; p2; HINT" (one line).
-std::string problem_list(const std::string& head, const std::vector<std::string>& problems, const std::string& hint);
+/// The shape of a refusal that lists several problems: "HEAD p1; p2; HINT" (one line; no hint: "HEAD p1; p2;").
+std::string problem_list(const std::string& head, const std::vector<std::string>& problems,
+                         const std::string& hint = "");
 /// 1234567 -> "1,234,567".
 std::string with_commas(int64_t n);
 /// Bytes in MiB (or GiB from 1 GiB) with one decimal: "390.6 MiB".

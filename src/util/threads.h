@@ -1,5 +1,6 @@
 // Compute-thread control: LibTorch intra-op threads and OpenBLAS threads, set together so they never
-// oversubscribe the cores (measured: oversubscription roughly halves training speed, see DESIGN.md).
+// oversubscribe the cores (measured: oversubscription roughly halves training speed; see
+// docs/ARCHITECTURE.md "Threads and memory").
 #pragma once
 
 namespace lm::util {
