@@ -5,8 +5,9 @@
    graph has no cycle (so tokenizer/, data/ and model/ never reach train/, sample/, inspect/, cli/, config/);
 2. file length: no file in src/ over MAX_FILE_LINES lines;
 3. function length: no function body in src/ over MAX_FUNCTION_LINES lines. A function is found the way
-   this codebase writes them: a definition that starts at column 0 (namespaces are not indented) and whose
-   body ends at the first later line that is exactly "}" (also at column 0);
+   this codebase (clang-format style) writes them: a signature line at namespace or class scope, its "{"
+   at the end of that line or of a continuation line, and its body ending at the first later line that
+   is "}" at the signature's indentation;
 4. citations: every `docs/NAME.md "Section"` in src/, configs/, scripts/ and CMakeLists.txt names a file
    of the repository and one of its headings, and nothing cites a design file outside the repository.
 
@@ -78,29 +79,49 @@ def check_includes(src, files, problems):
             visit(node, [node])
 
 
+NOT_A_DEFINITION = ("if", "for", "while", "switch", "else", "do", "return", "case", "try", "catch", "namespace",
+                    "struct", "class", "enum", "union", "extern", "template", "using", "public:", "private:",
+                    "protected:", "static_assert", "typedef")
+
+
+def starts_definition(stripped: str) -> bool:
+    """A line that can begin a function definition: a signature with "(", not a statement, not a
+    variable initialised with "=" (lambdas, tables)."""
+    if not stripped or stripped[0] in "#/*}):,\"<" or "(" not in stripped:
+        return False
+    if stripped.split()[0].rstrip("(") in NOT_A_DEFINITION:
+        return False
+    before_paren = stripped[:stripped.index("(")]
+    return "=" not in before_paren or "operator" in before_paren
+
+
 def check_lengths(src, files, problems):
     for f in files:
         lines = f.read_text(encoding="utf-8").splitlines()
         rel = f.relative_to(src)
         if len(lines) > MAX_FILE_LINES:
             problems.append(f"{rel}: {len(lines)} lines (at most {MAX_FILE_LINES})")
+        # Outermost function definitions, at namespace scope or inside a class: the body ends at the first
+        # later line that is the closing brace at the definition's own indentation.
         start = pending = None
+        indent = ""
         for n, line in enumerate(lines, 1):
-            if start is None:
-                stripped = line.rstrip()
-                if line[:1] not in ("", " ", "}", "#", "/", ")") and not line.startswith(
-                        ("namespace", "extern", "struct", "class", "enum", "union", "template", "using")):
-                    pending = n  # a definition may start here; its "{" can close a multi-line signature
-                if pending is not None and stripped.endswith("{"):
+            stripped = line.strip()
+            if start is not None:
+                if line in (indent + "}", indent + "};"):
+                    body = n - start + 1
+                    if body > MAX_FUNCTION_LINES:
+                        problems.append(f"{rel}:{start}: function of {body} lines (at most {MAX_FUNCTION_LINES}): "
+                                        f"{lines[start - 1].strip()[:90]}")
+                    start = None
+                continue
+            if pending is None and starts_definition(stripped):
+                pending, indent = n, line[:len(line) - len(line.lstrip())]
+            if pending is not None:
+                if stripped.endswith(";") or stripped.endswith("}") or stripped.endswith("};"):
+                    pending = None  # a declaration, or a definition on one line
+                elif stripped.endswith("{"):
                     start, pending = pending, None
-                elif stripped.endswith(";"):
-                    pending = None
-            elif line == "}" or line.startswith("};"):
-                body = n - start + 1
-                if body > MAX_FUNCTION_LINES:
-                    problems.append(f"{rel}:{start}: function of {body} lines (at most {MAX_FUNCTION_LINES}): "
-                                    f"{lines[start - 1].strip()[:90]}")
-                start = None
 
 
 CITATION = re.compile(r'docs/([A-Za-z_]+\.md)(?:\s+"([^"]+)")?')

@@ -27,6 +27,21 @@ std::string short_hash(const std::string& h) { return h.size() > 12 ? h.substr(0
                                            "Hint: resume with the original config, or start a new run.dir."));
 }
 
+// Resuming a step checkpoint of run_dir: point `latest` at it now, so a crash before the next save makes
+// `--resume auto` (and `sample --checkpoint RUN`) come back to this branch, not to abandoned or invalid
+// newer checkpoints.
+void point_latest_at(const fs::path& run_dir, const fs::path& dir) {
+  std::error_code ec;
+  if (!fs::equivalent(dir.parent_path(), run_dir, ec) || dir.filename().string().rfind("step_", 0) != 0) return;
+  for (auto& newer : checkpoint::list_checkpoints(run_dir)) {
+    if (newer.filename() > dir.filename()) {
+      spdlog::warn("resume: {} is newer than {} and belongs to the abandoned branch (retention will prune it)",
+                   newer.string(), dir.filename().string());
+    }
+  }
+  util::atomic_write_file(run_dir / "latest", dir.filename().string() + "\n");
+}
+
 }  // namespace
 
 fs::path select_resume_checkpoint(const fs::path& run_dir, const std::string& spec, bool overwrite) {
@@ -34,18 +49,7 @@ fs::path select_resume_checkpoint(const fs::path& run_dir, const std::string& sp
   if (spec != "auto") {
     fs::path dir = checkpoint::resolve_checkpoint(spec);
     checkpoint::verify_checkpoint(dir);
-    // Rolling back inside the run dir: point `latest` here now, so a crash before the next save makes
-    // `--resume auto` come back to this branch, not to the abandoned newer checkpoints.
-    std::error_code ec;
-    if (fs::equivalent(dir.parent_path(), run_dir, ec) && dir.filename().string().rfind("step_", 0) == 0) {
-      for (auto& newer : checkpoint::list_checkpoints(run_dir)) {
-        if (newer.filename() > dir.filename()) {
-          spdlog::warn("resume: {} is newer than {} and belongs to the abandoned branch (retention will prune it)",
-                       newer.string(), dir.filename().string());
-        }
-      }
-      util::atomic_write_file(run_dir / "latest", dir.filename().string() + "\n");
-    }
+    point_latest_at(run_dir, dir);
     return dir;
   }
   for (auto& n : checkpoint::remove_stale_temps(run_dir)) {
@@ -65,6 +69,7 @@ fs::path select_resume_checkpoint(const fs::path& run_dir, const std::string& sp
   for (auto it = all.rbegin(); it != all.rend(); ++it) {
     try {
       checkpoint::verify_checkpoint(*it);
+      point_latest_at(run_dir, *it);
       return *it;
     } catch (const CheckpointError& e) {
       spdlog::warn("resume: skipping invalid checkpoint: {}", e.what());

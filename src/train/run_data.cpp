@@ -63,10 +63,11 @@ void prepare_run_data(const TrainJob& job) {
   }
 }
 
-RunData::RunData(const fs::path& run_dir) : paths(run_dir), train(paths.train_bin), val(paths.val_bin) {
-  tokenizer::Tokenizer tok(paths.tokenizer);
-  vocab_size = tok.vocab_size();
-  identity = {tok.sha256(), train.info().source_sha256, val.info().source_sha256, train.size(), val.size()};
-}
+RunData::RunData(const fs::path& run_dir)
+    : paths(run_dir),
+      tokenizer(paths.tokenizer),
+      train(paths.train_bin),
+      val(paths.val_bin),
+      identity{tokenizer.sha256(), train.info().source_sha256, val.info().source_sha256, train.size(), val.size()} {}
 
 }  // namespace lm::train

@@ -6,6 +6,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "data/token_file.h"
+#include "tokenizer/tokenizer.h"
 #include "train/train_job.h"
 
 namespace lm::train {
@@ -22,11 +23,12 @@ struct RunPaths {
 /// files are kept).
 void prepare_run_data(const TrainJob& job);
 
-/// The run's token files, opened, with the identity of tokenizer and corpus recorded in checkpoints.
+/// The run's tokenizer and token files, opened, with the identity of tokenizer and corpus that checkpoints
+/// record. Throws DataError.
 struct RunData {
   explicit RunData(const std::filesystem::path& run_dir);
   RunPaths paths;
-  int32_t vocab_size = 0;  ///< of the run's tokenizer
+  tokenizer::Tokenizer tokenizer;
   data::TokenFile train, val;
   checkpoint::DataIdentity identity;
 };

@@ -61,7 +61,7 @@ void log_model_summary(const model::GptImpl& m, const DecayGroups& g, const Trai
 // A fresh model of the job's architecture (seeded), with a fine-tune's starting weights when not resuming.
 model::Gpt build_model(const TrainJob& job, const RunData& data) {
   model::GptConfig arch = job.model;
-  arch.vocab_size = data.vocab_size;
+  arch.vocab_size = data.tokenizer.vocab_size();
   torch::manual_seed(job.seed);
   model::Gpt model(arch);
   model->train();
@@ -109,9 +109,9 @@ checkpoint::TrainerState restore(const TrainJob& job, const RunData& data, model
 /// One run: the set-up is the constructor, the loop is run(), top to bottom.
 class Trainer {
  public:
-  explicit Trainer(const TrainJob& job)
+  Trainer(const TrainJob& job, RunData data)
       : job_(job),
-        data_(job.run_dir),
+        data_(std::move(data)),
         model_(build_model(job, data_)),
         freezer_(*model_, job.freeze, job.unfreeze, job.unfreeze_after),
         groups_(split_decay_groups(*model_, job.embedding_lr_scale, freezer_.unfrozen_later())),
@@ -126,6 +126,7 @@ class Trainer {
     log_model_summary(*model_, groups_, job_);
     spdlog::info("data: train {} tokens, val {} tokens", data_.train.size(), data_.val.size());
     batcher_.set_cursor(state_.data_cursor);
+    run_start_ = window_start_ = Clock::now();  // tokens/s counts the steps only
   }
 
   TrainResult run() {
@@ -305,7 +306,7 @@ class Trainer {
   MetricsLog metrics_;
   ProgressLine progress_;
   fs::path last_ckpt_;  ///< newest committed step checkpoint (the resume source until one is saved)
-  Clock::time_point run_start_ = Clock::now(), window_start_ = Clock::now();  ///< for tokens/s of this process
+  Clock::time_point run_start_, window_start_;  ///< for tokens/s of this process
   int64_t window_steps_ = 0;
 };
 
@@ -316,8 +317,9 @@ TrainResult run_training(const TrainJob& job) {
   util::set_compute_threads(job.threads);
   util::install_stop_handlers();
   prepare_run_data(job);
+  RunData data(job.run_dir);
   util::atomic_write_file(job.run_dir / "config.yaml", job.config_yaml);
-  Trainer trainer(job);
+  Trainer trainer(job, std::move(data));
   return trainer.run();
 }
 

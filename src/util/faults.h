@@ -1,7 +1,7 @@
 // Fault injection: the one seam through which tests make a run fail on purpose (a NaN loss, a slow step,
 // a slow or failing checkpoint save). The trainer and the checkpoint saver take a Faults value; a default
 // one injects nothing. Only a test build fills it from the environment: faults_from_environment() is
-// defined in fault_env.cpp, which CMake compiles into `lmtrain_faults` and `lmtrain_tests` only (option
+// defined in fault_env.cpp, which CMake compiles into the test build's `lmtrain_faults` only (option
 // LMTRAIN_FAULT_INJECTION), never into the release `lmtrain`, so no variable can change a production run.
 #pragma once
 
