@@ -137,7 +137,7 @@ TEST(Inspect, EveryCommandRunsOnARealCheckpoint) {
   EXPECT_NE(r.output.find("closeness to sinusoidal"), std::string::npos) << r.output;
 
   // bad input: one error line, exit 2, and (sampling) nothing printed before it
-  for (const std::string bad : {"inspect neighbours" + ck + " --piece zzqxzzqx", "inspect positions" + ck + " --positions 16",
+  for (const std::string& bad : {"inspect neighbours" + ck + " --piece zzqxzzqx", "inspect positions" + ck + " --positions 16",
                                 "inspect positions" + ck + " --positions 0-3x", "sample" + ck + " --prompt the --generate 5 -n 0",
                                 "sample" + ck + " --prompt the --generate 5 --stop ''", "sample" + ck + " --prompt the -n 3"}) {
     r = run_lmtrain(bad);
