@@ -115,11 +115,11 @@ void load_optimizer(torch::optim::AdamW& opt, const model::GptImpl& model, const
     }
     auto st = std::make_unique<torch::optim::AdamWParamState>();
     st->step(step->second.item<int64_t>());
-    st->exp_avg(avg->second.clone());
-    st->exp_avg_sq(sq->second.clone());
+    st->exp_avg(avg->second.to(param.device()).clone());  // the state lives where the parameter does
+    st->exp_avg_sq(sq->second.to(param.device()).clone());
     used += 3;
     if (auto mx = stored.find(name + ".max_exp_avg_sq"); mx != stored.end()) {
-      st->max_exp_avg_sq(mx->second.clone());
+      st->max_exp_avg_sq(mx->second.to(param.device()).clone());
       ++used;
     }
     opt.state()[state_key(opt.state(), param)] = std::move(st);

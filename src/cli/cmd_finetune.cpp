@@ -61,8 +61,8 @@ class Reporter {
       std::cout << "step " << step << ": " << inspect::format_drift(r);
       drift.push_back(inspect::to_json(r));
     };
-    report("tok_emb.weight", base_.model->tok_emb->weight, model.tok_emb->weight);
-    if (!model.config().tie_embeddings) report("head.weight", base_.model->output_weight(), model.output_weight());
+    report("tok_emb.weight", base_.model->tok_emb->weight, model.tok_emb->weight.cpu());  // base_ is on the CPU
+    if (!model.config().tie_embeddings) report("head.weight", base_.model->output_weight(), model.output_weight().cpu());
     const fs::path json = run_dir_ / (final ? std::string("drift.json") : "drift_step_" + std::to_string(step) + ".json");
     util::atomic_write_file(json, drift.dump(2) + "\n");
     if (final) forgetting(model);
@@ -101,7 +101,7 @@ class Reporter {
 
 void add_finetune_commands(CLI::App& app, const util::Faults& faults) {
   struct Opts {
-    std::string from, config, resume;
+    std::string from, config, resume, device;
     std::vector<std::string> overrides;
     bool overwrite = false;
   };
@@ -113,9 +113,12 @@ void add_finetune_commands(CLI::App& app, const util::Faults& faults) {
   ft->add_option("-c,--config", o->config, "YAML config: data, train, finetune sections (see configs/finetune-*.yaml)");
   ft->add_option("--set", o->overrides, "override a key: --set section.key=value (repeatable)")->take_all();
   ft->add_option("--resume", o->resume, "continue an interrupted fine-tune exactly: auto | PATH");
+  ft->add_option("--device", o->device, "overrides run.device: auto | cpu | cuda | cuda:N");
   ft->add_flag("--overwrite", o->overwrite, "delete checkpoints of an earlier run in run.dir instead of refusing");
   ft->callback([o, faults] {
-    config::RunConfig cfg = config::load_config(o->config, o->overrides);
+    auto overrides = o->overrides;
+    if (!o->device.empty()) overrides.push_back("run.device=" + o->device);  // checked like the key
+    config::RunConfig cfg = config::load_config(o->config, overrides);
     const fs::path from = checkpoint::resolve_checkpoint(o->from);
     checkpoint::verify_checkpoint(from);
     adopt_checkpoint(cfg, from);

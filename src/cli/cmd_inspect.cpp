@@ -51,13 +51,14 @@ std::vector<int64_t> parse_int_list(const std::string& flag, const std::string& 
 }
 
 struct ReadOpts {
-  std::string checkpoint, text, piece, analogy, compare, positions, dims;
+  std::string checkpoint, text, piece, analogy, compare, positions, dims, device = "cpu";
   int k = 5;
   bool json = false, exclude_self = false;
 };
 
 void print_probs(const ReadOpts& o) {
   auto ck = checkpoint::load_checkpoint(o.checkpoint);
+  move_to_device(*ck.model, o.device);
   tokenizer::Tokenizer tok(ck.tokenizer_model);
   auto rows = inspect::teacher_forced(*ck.model, tok, sample::prompt_context(tok, o.text), o.k);
   if (o.json) {
@@ -132,6 +133,7 @@ void add_reading_commands(CLI::App& inspect) {
   probs->add_option("--text", o->text, "text to score (a line start is implied)")->required();
   probs->add_option("-k,--top-k", o->k, "alternatives listed per position")->capture_default_str();
   probs->add_flag("--json", o->json, "print JSON instead of the table");
+  add_device_option(probs, o->device);
   probs->callback([o] { print_probs(*o); });
 
   auto* nb = inspect.add_subcommand("neighbours", "Cosine nearest neighbours of a piece in the token table (and an untied head)");

@@ -62,7 +62,7 @@ void print_shapes(model::GptImpl& m, const fs::path& bin, const std::string& tok
 
 void add_model_reading_commands(CLI::App& inspect) {
   struct Opts {
-    std::string checkpoint, config;
+    std::string checkpoint, config, device = "cpu";
     int64_t vocab = 0, d_model = 0, batch = 2;
   };
   auto o = std::make_shared<Opts>();
@@ -101,8 +101,10 @@ void add_model_reading_commands(CLI::App& inspect) {
   auto* shapes = inspect.add_subcommand("shapes", "Push one batch through a checkpoint and print every stage's shape and dtype");
   add_checkpoint_option(shapes, o->checkpoint, true);
   shapes->add_option("-b,--batch", o->batch, "batch size B")->capture_default_str()->check(CLI::Range(1, 1 << 30));
+  add_device_option(shapes, o->device);
   shapes->callback([o] {
     auto ck = checkpoint::load_checkpoint(o->checkpoint);
+    move_to_device(*ck.model, o->device);
     std::cout << "checkpoint " << ck.dir.string() << "\n";
     print_shapes(*ck.model, ck.dir.parent_path() / "val.bin", util::sha256_file(ck.tokenizer_model), o->batch);
   });

@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "model/huge_pages.h"
 #include "sample/sampler.h"
+#include "util/device.h"
 #include "util/errors.h"
 #include "util/text.h"
 #include "util/threads.h"
@@ -67,7 +68,7 @@ void bench(model::GptImpl& model, const std::vector<int32_t>& context, sample::G
 }
 
 struct SampleOpts {
-  std::string checkpoint, prompt;
+  std::string checkpoint, prompt, device = "cpu";
   std::vector<std::string> stops;
   int rows = 10, threads = 1, bench_repeats = 0;
   int64_t samples = 1;
@@ -147,7 +148,7 @@ void print_samples(SampleOpts& o, model::GptImpl& model, const tokenizer::Tokeni
 void run_sample(SampleOpts& o) {
   util::set_compute_threads(o.threads);
   auto ck = checkpoint::load_checkpoint(o.checkpoint);
-  model::pack_parameters_in_huge_pages(*ck.model);
+  if (!move_to_device(*ck.model, o.device)) model::pack_parameters_in_huge_pages(*ck.model);
   tokenizer::Tokenizer tok(ck.tokenizer_model);
   int64_t dropped = 0;
   const auto context = sample::fit_prompt(sample::prompt_context(tok, o.prompt), ck.arch.max_seq_len, o.no_truncate, dropped);
@@ -163,6 +164,14 @@ void run_sample(SampleOpts& o) {
 }
 
 }  // namespace
+
+bool move_to_device(model::GptImpl& model, const std::string& spec) {
+  const torch::Device device = util::resolve_device(spec);
+  if (device.is_cpu()) return false;
+  model.to(device);
+  spdlog::info("device {}", util::describe_device(device));
+  return true;
+}
 
 void add_sample_commands(CLI::App& app) {
   auto o = std::make_shared<SampleOpts>();
@@ -187,6 +196,7 @@ void add_sample_commands(CLI::App& app) {
   cmd->add_flag("--no-cache", o->no_cache, "recompute the whole window for every token (slow; for comparison)");
   cmd->add_option("--bench", o->bench_repeats, "time --generate tokens with the cache and by full recompute, N runs each")
       ->check(CLI::Range(1, 1 << 30));
+  add_device_option(cmd, o->device);
   cmd->add_option("--threads", o->threads, "compute threads")->capture_default_str()->check(CLI::Range(1, 1 << 30));
   cmd->callback([o] { run_sample(*o); });
 }

@@ -20,6 +20,9 @@ train::TrainJob make_train_job(const config::RunConfig& cfg, const std::string& 
   job.run_dir = cfg.run.dir;
   job.seed = cfg.run.seed;
   job.threads = cfg.run.threads;
+  job.device = cfg.run.device;
+  job.precision = cfg.run.precision;
+  job.deterministic = cfg.run.deterministic;
   job.train_text = cfg.data.train;
   job.val_text = cfg.data.val;
   job.tokenizer = cfg.tokenizer;

@@ -7,6 +7,10 @@
 
 #include "util/faults.h"
 
+namespace lm::model {
+class GptImpl;
+}
+
 namespace lm::cli {
 
 void add_tokenizer_commands(CLI::App& app);  ///< tokenizer train|stats|encode|decode (cmd_tokenizer.cpp)
@@ -25,5 +29,15 @@ inline CLI::Option* add_checkpoint_option(CLI::App* cmd, std::string& target, bo
   auto* opt = cmd->add_option("--checkpoint", target, "checkpoint directory, or a run directory (its `latest`)");
   return required ? opt->required() : opt;
 }
+
+/// The shared `--device` option of the reading commands (sample, inspect probs|shapes); default cpu.
+inline CLI::Option* add_device_option(CLI::App* cmd, std::string& target) {
+  return cmd->add_option("--device", target, "cpu | cuda | cuda:N | auto (auto = CUDA when LibTorch sees a GPU)")
+      ->capture_default_str();
+}
+
+/// Moves a loaded model to the device a `--device` spec names (resolved with util::resolve_device; throws
+/// ConfigError when it is not available) and returns whether it left the CPU (cmd_sample.cpp).
+bool move_to_device(model::GptImpl& model, const std::string& spec);
 
 }  // namespace lm::cli

@@ -109,6 +109,11 @@ void validate(const RunConfig& c, std::vector<std::string>& errs) {
   if (c.data.train.empty()) errs.push_back("data.train: expected a path to a training text file, got nothing");
   if (c.data.val.empty()) errs.push_back("data.val: expected a path to a validation text file, got nothing");
   if (c.run.dir.empty()) errs.push_back("run.dir: expected a directory path, got nothing");
+  try {
+    util::check_device_spec(c.run.device);
+  } catch (const ConfigError&) {
+    errs.push_back("run.device: expected auto | cpu | cuda | cuda:N, got '" + c.run.device + "'");
+  }
   if (c.train.min_lr > c.train.lr) {
     errs.push_back("train.min_lr: expected <= train.lr=" + show(c.train.lr) + ", got " + show(c.train.min_lr));
   }

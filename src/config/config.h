@@ -16,6 +16,7 @@
 #include "tokenizer/tokenizer_config.h"
 #include "train/finetune_config.h"
 #include "train/train_config.h"
+#include "util/device_config.h"
 
 namespace lm::config {
 
@@ -24,6 +25,9 @@ struct RunSection {
   std::string dir = "runs/default";  ///< run directory: tokenizer, token files, checkpoints, config.yaml
   uint64_t seed = 1337;              ///< seeds model init and batch sampling
   int threads = 1;                   ///< compute threads (LibTorch intra-op and OpenBLAS); >= 1
+  std::string device = "auto";       ///< auto | cpu | cuda | cuda:N (auto = CUDA when LibTorch sees a GPU)
+  util::Precision precision = util::Precision::kAuto;  ///< matrix products: auto | fp32 | bf16
+  bool deterministic = false;        ///< LibTorch's deterministic algorithms (matters on CUDA)
 };
 
 /// YAML section `data`. Paths are relative to the current working directory.

@@ -22,7 +22,7 @@ std::vector<ProbRow> teacher_forced(model::GptImpl& model, const tokenizer::Toke
   model.eval();
   torch::NoGradGuard no_grad;
   std::vector<int64_t> in(ids.begin(), ids.end() - 1);
-  auto logp = torch::log_softmax(model.forward(torch::tensor(in).unsqueeze(0))[0].to(torch::kFloat64), -1);  // (n-1,V)
+  auto logp = torch::log_softmax(model.forward(torch::tensor(in).unsqueeze(0))[0].to(torch::kCPU, torch::kFloat64), -1);  // (n-1,V)
   auto p = logp.exp();
   auto entropy = -(p * logp).sum(-1) / std::log(2.0);  // (n-1) bits
   auto sums = p.sum(-1);
@@ -115,7 +115,7 @@ std::vector<Stage> trace_stages(model::GptImpl& model, const torch::Tensor& x, c
   auto logits = model.forward_traced(x, [&](const std::string& name, const torch::Tensor& t) {
     out.push_back({name, t.sizes().vec(), dtype_name(t), note_for(name)});
   });
-  auto loss = model::next_token_loss(logits, y);
+  auto loss = model::next_token_loss(logits, y.to(logits.device()));
   char buf[96];
   std::snprintf(buf, sizeof buf, "mean next-token cross-entropy %.4f nats", loss.item<double>());
   out.push_back({"loss", loss.sizes().vec(), dtype_name(loss), buf});

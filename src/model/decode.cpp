@@ -35,7 +35,10 @@ void add_into(float* x, const torch::Tensor& t, int64_t C) {
 torch::Tensor GptImpl::decode_one(int64_t token, KvCache& cache) {
   const int64_t C = cfg_.d_model, H = cfg_.n_heads, D = C / H, pos = cache.length();
   torch::NoGradGuard no_grad;
-  if (pos == 0) return forward_cached(torch::full({1, 1}, token, torch::kInt64), cache)[0];  // nothing cached yet
+  // Nothing cached yet, or weights a CPU loop cannot read (on a GPU, or bf16 products): the tensor path.
+  if (pos == 0 || !device().is_cpu() || compute_dtype_ != torch::kFloat) {
+    return forward_cached(torch::full({1, 1}, token, torch::kInt64), cache)[0];  // (V)
+  }
   auto x = tok_emb->weight[token].clone();  // (C) the residual stream
   if (cfg_.embedding_scale == EmbeddingScale::kSqrtD) x.mul_(std::sqrt(static_cast<double>(C)));
   x.add_(pos_emb->forward(1, pos)[0]);

@@ -8,6 +8,15 @@
 
 namespace lm::model {
 
+namespace {
+
+// h W^T for a batch of rows: one GEMM in fp32 (also for a single row, unlike fast_linear), or linear_in.
+torch::Tensor logits_of(const torch::Tensor& h, const torch::Tensor& weight, c10::ScalarType dtype) {
+  return dtype == torch::kFloat ? torch::nn::functional::linear(h, weight) : linear_in(h, weight, {}, dtype);
+}
+
+}  // namespace
+
 GptImpl::GptImpl(const GptConfig& cfg) : cfg_(cfg) {
   if (auto p = cfg.problems(); !p.empty()) throw ConfigError(util::problem_list("[model] invalid architecture:", p));
   const int64_t C = cfg.d_model;
@@ -45,16 +54,25 @@ void GptImpl::init_weights() {
 
 torch::Tensor GptImpl::output_weight() const { return cfg_.tie_embeddings ? tok_emb->weight : head->weight; }
 
+void GptImpl::set_compute_dtype(c10::ScalarType dtype) {
+  compute_dtype_ = dtype;
+  for (size_t i = 0; i < blocks->size(); ++i) {
+    auto& blk = *blocks[i]->as<BlockImpl>();
+    blk.attn->compute_dtype = dtype;
+    blk.mlp->compute_dtype = dtype;
+  }
+}
+
 torch::Tensor GptImpl::forward(const torch::Tensor& idx) { return forward_traced(idx, nullptr); }
 
 torch::Tensor GptImpl::forward_traced(const torch::Tensor& idx, const StageFn& on_stage) {
-  auto logits = torch::nn::functional::linear(forward_hidden(idx, on_stage), output_weight());  // (B,T,V)
+  auto logits = logits_of(forward_hidden(idx, on_stage), output_weight(), compute_dtype_);  // (B,T,V)
   if (on_stage) on_stage("logits", logits);
   return logits;
 }
 
 torch::Tensor GptImpl::loss(const torch::Tensor& idx, const torch::Tensor& targets) {
-  return chunked_next_token_loss(forward_hidden(idx), output_weight(), targets);
+  return chunked_next_token_loss(forward_hidden(idx), output_weight(), targets.to(device()), 256, compute_dtype_);
 }
 
 torch::Tensor GptImpl::forward_hidden(const torch::Tensor& idx, const StageFn& on_stage) {
@@ -64,10 +82,11 @@ torch::Tensor GptImpl::forward_hidden(const torch::Tensor& idx, const StageFn& o
 torch::Tensor GptImpl::forward_cached(const torch::Tensor& idx, KvCache& cache) {
   if (cache.layers.empty()) cache.layers.resize(blocks->size());
   auto h = hidden(idx, &cache, nullptr);                               // (B,T,C)
-  return fast_linear(h.select(1, h.size(1) - 1), output_weight());  // (B,V)
+  return linear_in(h.select(1, h.size(1) - 1), output_weight(), {}, compute_dtype_);  // (B,V)
 }
 
-torch::Tensor GptImpl::hidden(const torch::Tensor& idx, KvCache* cache, const StageFn& on_stage) {
+torch::Tensor GptImpl::hidden(const torch::Tensor& ids, KvCache* cache, const StageFn& on_stage) {
+  const torch::Tensor idx = ids.to(device());  // a no-op when the ids are already there
   auto trace = [&](const char* stage, const torch::Tensor& t) {
     if (on_stage) on_stage(stage, t);
   };
@@ -99,7 +118,7 @@ torch::Tensor next_token_loss(const torch::Tensor& logits, const torch::Tensor& 
 }
 
 torch::Tensor chunked_next_token_loss(const torch::Tensor& hidden, const torch::Tensor& weight,
-                                      const torch::Tensor& targets, int64_t chunk_rows) {
+                                      const torch::Tensor& targets, int64_t chunk_rows, c10::ScalarType dtype) {
   const int64_t C = hidden.size(-1);
   auto h = hidden.reshape({-1, C});       // (N,C)
   auto y = targets.reshape({-1});         // (N)
@@ -107,7 +126,7 @@ torch::Tensor chunked_next_token_loss(const torch::Tensor& hidden, const torch::
   torch::Tensor total;
   for (int64_t i = 0; i < N; i += chunk_rows) {
     const int64_t n = std::min(chunk_rows, N - i);
-    auto logits = torch::nn::functional::linear(h.narrow(0, i, n), weight);  // (n,V)
+    auto logits = logits_of(h.narrow(0, i, n), weight, dtype);  // (n,V) fp32
     auto part = torch::nn::functional::cross_entropy(
         logits, y.narrow(0, i, n), torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
     total = total.defined() ? total + part : part;

@@ -57,6 +57,12 @@ class GptImpl : public torch::nn::Module {
 
   /// The output projection (V,C): tok_emb.weight when tied, head.weight otherwise.
   torch::Tensor output_weight() const;
+  /// Runs every matrix product in `dtype` (kFloat, default; or kBFloat16: bf16 products on the fp32
+  /// weights, with LayerNorm, softmax and the loss in fp32). Not part of the architecture: not saved.
+  void set_compute_dtype(c10::ScalarType dtype);
+  c10::ScalarType compute_dtype() const { return compute_dtype_; }
+  /// Where the weights are; inputs given on another device are moved here.
+  torch::Device device() const { return tok_emb->weight.device(); }
   const GptConfig& config() const { return cfg_; }
 
   torch::nn::Embedding tok_emb{nullptr};              // (V,C) "tok_emb.weight"
@@ -69,6 +75,7 @@ class GptImpl : public torch::nn::Module {
   void init_weights();
   torch::Tensor hidden(const torch::Tensor& idx, KvCache* cache, const StageFn& on_stage);
   GptConfig cfg_;
+  c10::ScalarType compute_dtype_ = torch::kFloat;
 };
 TORCH_MODULE(Gpt);
 
@@ -77,10 +84,12 @@ torch::Tensor next_token_loss(const torch::Tensor& logits, const torch::Tensor& 
 
 /// Mean cross-entropy of linear(hidden, weight) against targets, computed in row chunks of at most
 /// `chunk_rows` so no (B*T, V) logits tensor is ever allocated whole. hidden (B,T,C) or (N,C), weight (V,C).
+/// The product runs in `dtype` (linear.h linear_in); the logits and the cross-entropy are fp32.
 /// Why: tensors above glibc's 32 MiB mmap limit are mapped fresh on every allocation, and the page faults
 /// cost more than the arithmetic (measured: a 67 MB add takes 80 ms fresh vs 13 ms into reused memory).
 torch::Tensor chunked_next_token_loss(const torch::Tensor& hidden, const torch::Tensor& weight,
-                                      const torch::Tensor& targets, int64_t chunk_rows = 256);
+                                      const torch::Tensor& targets, int64_t chunk_rows = 256,
+                                      c10::ScalarType dtype = torch::kFloat);
 
 /// Registered parameters by checkpoint name, in registration order (the tied head appears once).
 std::vector<std::pair<std::string, torch::Tensor>> named_weights(const torch::nn::Module& m);

@@ -1,4 +1,5 @@
-// y = x W^T + b that stays fast for a single row (incremental decoding).
+// y = x W^T + b that stays fast for a single row (incremental decoding), and the products of the bf16
+// precision (run.precision): bf16 arithmetic on fp32 master weights.
 #pragma once
 
 #include <torch/torch.h>
@@ -20,6 +21,26 @@ inline torch::Tensor fast_linear(const torch::Tensor& x, const torch::Tensor& we
 /// The layer's product through fast_linear() above.
 inline torch::Tensor fast_linear(const torch::nn::Linear& layer, const torch::Tensor& x) {
   return fast_linear(x, layer->weight, layer->bias);
+}
+
+/// x W^T + b with the product in `dtype`. kFloat: fast_linear. kBFloat16: input, weight and bias cast to
+/// bf16, the result cast back to float32, so the fp32 master weights get fp32 gradients through the casts
+/// and whatever follows (LayerNorm, softmax, the loss) runs in fp32.
+inline torch::Tensor linear_in(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                               c10::ScalarType dtype) {
+  if (dtype == torch::kFloat) return fast_linear(x, weight, bias);
+  return torch::nn::functional::linear(x.to(dtype), weight.to(dtype), bias.defined() ? bias.to(dtype) : bias)
+      .to(torch::kFloat);
+}
+
+inline torch::Tensor linear_in(const torch::nn::Linear& layer, const torch::Tensor& x, c10::ScalarType dtype) {
+  return linear_in(x, layer->weight, layer->bias, dtype);
+}
+
+/// a @ b with the product in `dtype` (as linear_in): attention scores and the weighted sum of values.
+inline torch::Tensor matmul_in(const torch::Tensor& a, const torch::Tensor& b, c10::ScalarType dtype) {
+  if (dtype == torch::kFloat) return torch::matmul(a, b);
+  return torch::matmul(a.to(dtype), b.to(dtype)).to(torch::kFloat);
 }
 
 }  // namespace lm::model

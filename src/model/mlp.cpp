@@ -10,7 +10,7 @@ MlpImpl::MlpImpl(int64_t C, int64_t hidden) {
 }
 
 torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
-  return fast_linear(proj, torch::gelu(fast_linear(fc, x)));  // (B,T,C) -> (B,T,hidden) -> (B,T,C)
+  return linear_in(proj, torch::gelu(linear_in(fc, x, compute_dtype)), compute_dtype);  // (B,T,C) -> (B,T,hidden) -> (B,T,C)
 }
 
 }  // namespace lm::model

@@ -13,6 +13,7 @@ class MlpImpl : public torch::nn::Module {
 
   torch::nn::Linear fc{nullptr};    // C -> hidden   (checkpoint: mlp.fc.*)
   torch::nn::Linear proj{nullptr};  // hidden -> C   (residual projection; GPT-2 scaled init)
+  c10::ScalarType compute_dtype = torch::kFloat;  ///< dtype of the products (set by GptImpl::set_compute_dtype)
 };
 TORCH_MODULE(Mlp);
 

@@ -18,13 +18,15 @@ torch::Tensor ids_tensor(const std::vector<int32_t>& ids) {
 
 // Encodes `window` into an empty cache; returns the next-token logits (V) float64.
 torch::Tensor prefill(model::GptImpl& model, const std::vector<int32_t>& window, model::KvCache& cache) {
-  return model.forward_cached(ids_tensor(window), cache).squeeze(0).to(torch::kFloat64);
+  return model.forward_cached(ids_tensor(window), cache).squeeze(0).to(torch::kCPU, torch::kFloat64);
 }
 
 // Logits (V) float64 after the whole window, recomputed from scratch.
 torch::Tensor full_logits(model::GptImpl& model, const std::vector<int32_t>& window) {
   auto h = model.forward_hidden(ids_tensor(window));  // (1,T,C)
-  return model::fast_linear(h.select(1, h.size(1) - 1), model.output_weight()).squeeze(0).to(torch::kFloat64);
+  return model::linear_in(h.select(1, h.size(1) - 1), model.output_weight(), {}, model.compute_dtype())
+      .squeeze(0)
+      .to(torch::kCPU, torch::kFloat64);
 }
 
 }  // namespace
@@ -130,7 +132,7 @@ Sample continue_sample(model::GptImpl& model, std::vector<int32_t> window, model
         continue;
       }
     }
-    logits = opt.use_cache ? model.decode_one(next, cache).to(torch::kFloat64) : full_logits(model, window);
+    logits = opt.use_cache ? model.decode_one(next, cache).to(torch::kCPU, torch::kFloat64) : full_logits(model, window);
   }
   return s;
 }

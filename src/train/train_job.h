@@ -12,6 +12,7 @@
 #include "model/gpt_config.h"
 #include "tokenizer/tokenizer_config.h"
 #include "train/train_config.h"
+#include "util/device_config.h"
 #include "util/faults.h"
 
 namespace lm::model {
@@ -24,6 +25,9 @@ struct TrainJob {
   std::filesystem::path run_dir;
   uint64_t seed = 1337;
   int threads = 1;
+  std::string device = "auto";  ///< run.device spec, resolved by util::resolve_device at the start
+  util::Precision precision = util::Precision::kAuto;
+  bool deterministic = false;
   std::filesystem::path train_text, val_text;
   tokenizer::TokenizerConfig tokenizer;
   model::GptConfig model;  ///< vocab_size is overwritten with the tokenizer's

@@ -20,6 +20,7 @@
 #include "train/resume.h"
 #include "train/run_data.h"
 #include "train/step.h"
+#include "util/device.h"
 #include "util/errors.h"
 #include "util/fs.h"
 #include "util/signals.h"
@@ -53,13 +54,14 @@ void log_model_summary(const model::GptImpl& m, const DecayGroups& g, const Trai
     spdlog::info("embedding group: {} tensors / {} params without weight decay at {} x lr ({})", g.embedding.size(),
                  g.embedding_numel, g.embedding_lr_scale, util::join(g.embedding_names, ", "));
   }
-  spdlog::info("threads {}, device cpu, effective batch {} x {} micro-batches x {} tokens = {} tokens/step",
-               job.threads, job.train.batch_size, job.train.grad_accum, a.max_seq_len,
-               job.train.batch_size * job.train.grad_accum * a.max_seq_len);
+  spdlog::info("threads {}, device {}, precision {}, effective batch {} x {} micro-batches x {} tokens = {} tokens/step",
+               job.threads, m.device().str(), util::precision_name(m.compute_dtype()), job.train.batch_size,
+               job.train.grad_accum, a.max_seq_len, job.train.batch_size * job.train.grad_accum * a.max_seq_len);
 }
 
-// A fresh model of the job's architecture (seeded), with a fine-tune's starting weights when not resuming.
-model::Gpt build_model(const TrainJob& job, const RunData& data) {
+// A fresh model of the job's architecture (seeded, initialised on the CPU so a seed gives the same weights
+// on every device), with a fine-tune's starting weights when not resuming, then moved to `device`.
+model::Gpt build_model(const TrainJob& job, const RunData& data, const torch::Device& device, c10::ScalarType dtype) {
   model::GptConfig arch = job.model;
   arch.vocab_size = data.tokenizer.vocab_size();
   torch::manual_seed(job.seed);
@@ -71,6 +73,8 @@ model::Gpt build_model(const TrainJob& job, const RunData& data) {
     spdlog::info("fine-tuning from {}; optimizer state starts fresh, with this config's warmup and schedule",
                  job.init_from.string());
   }
+  model->to(device);
+  model->set_compute_dtype(dtype);
   return model;
 }
 
@@ -109,10 +113,10 @@ checkpoint::TrainerState restore(const TrainJob& job, const RunData& data, model
 /// One run: the set-up is the constructor, the loop is run(), top to bottom.
 class Trainer {
  public:
-  Trainer(const TrainJob& job, RunData data)
+  Trainer(const TrainJob& job, RunData data, const torch::Device& device, c10::ScalarType dtype)
       : job_(job),
         data_(std::move(data)),
-        model_(build_model(job, data_)),
+        model_(build_model(job, data_, device, dtype)),
         freezer_(*model_, job.freeze, job.unfreeze, job.unfreeze_after),
         groups_(split_decay_groups(*model_, job.embedding_lr_scale, freezer_.unfrozen_later())),
         opt_(build_optimizer(job, groups_, freezer_)),
@@ -313,13 +317,18 @@ class Trainer {
 }  // namespace
 
 TrainResult run_training(const TrainJob& job) {
-  check_run_start(job);  // before any tensor is loaded or file written
   util::set_compute_threads(job.threads);
+  const torch::Device device = util::resolve_device(job.device);  // a missing GPU is refused before anything else
+  const c10::ScalarType dtype = util::compute_dtype(job.precision, device);
+  if (job.deterministic) util::use_deterministic_algorithms();
+  spdlog::info("device {}, precision {}{}", util::describe_device(device), util::precision_name(dtype),
+               job.deterministic ? ", deterministic algorithms" : "");
+  check_run_start(job);  // before any tensor is loaded or file written
   util::install_stop_handlers();
   prepare_run_data(job);
   RunData data(job.run_dir);
   util::atomic_write_file(job.run_dir / "config.yaml", job.config_yaml);
-  Trainer trainer(job, std::move(data));
+  Trainer trainer(job, std::move(data), device, dtype);
   return trainer.run();
 }
 

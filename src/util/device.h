@@ -1,0 +1,34 @@
+// Where tensors live and in which precision matrix products run, on this machine: resolves `run.device`
+// (auto | cpu | cuda | cuda:N) and `run.precision` (auto | fp32 | bf16), and `run.deterministic`. Code that needs CUDA headers
+// compiles only when CMake found a CUDA LibTorch (LMTRAIN_WITH_CUDA); Debian's CPU LibTorch 1.13 builds
+// the rest, and asking it for CUDA is a config error, never a crash.
+#pragma once
+
+#include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
+
+#include <string>
+
+#include "util/device_config.h"
+
+namespace lm::util {
+
+/// The device a spec names on this machine: auto = cuda:0 when LibTorch sees a GPU, else cpu.
+/// Throws ConfigError when CUDA is asked for but this LibTorch has no CUDA or sees no such GPU.
+c10::Device resolve_device(const std::string& spec);
+
+/// The dtype of matrix products for `p` on `device` (auto resolved). Throws ConfigError for bf16 on a
+/// CUDA GPU older than compute capability 8.0.
+c10::ScalarType compute_dtype(Precision p, const c10::Device& device);
+
+/// "fp32" or "bf16" for a compute dtype.
+std::string precision_name(c10::ScalarType dtype);
+
+/// One line for the log: "cpu (1 thread)", "cuda:0 (NVIDIA H200, compute 9.0, 139.8 GiB)".
+std::string describe_device(const c10::Device& device);
+
+/// LibTorch's deterministic algorithms (at::globalContext().setDeterministicAlgorithms); on CUDA also sets
+/// CUBLAS_WORKSPACE_CONFIG=:4096:8 unless it is set, which cuBLAS needs for reproducible products.
+void use_deterministic_algorithms();
+
+}  // namespace lm::util
