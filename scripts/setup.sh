@@ -11,7 +11,7 @@ PACKAGES=(
   libsentencepiece-dev
   libcli11-dev libspdlog-dev libfmt-dev libyaml-cpp-dev nlohmann-json3-dev libssl-dev
   libgtest-dev
-  python3 python3-torch
+  python3 python3-torch python3-numpy
   gnuplot-nox
 )
 

@@ -110,8 +110,8 @@ TEST(Finetune, UnfreezeAfterNStepsAndASigtermResumeIsBitwiseExact) {
   EXPECT_NE(resumed.output.find("resumed from"), std::string::npos) << resumed.output;
   EXPECT_EQ(losses(dir / "split"), losses(dir / "straight"));
   const fs::path s5 = dir / "straight" / checkpoint::step_name(5), r5 = dir / "split" / checkpoint::step_name(5);
-  EXPECT_FALSE(manifest_sha(s5, "model.pt").empty());
-  EXPECT_EQ(manifest_sha(s5, "model.pt"), manifest_sha(r5, "model.pt"));
+  EXPECT_FALSE(manifest_sha(s5, "model.safetensors").empty());
+  EXPECT_EQ(manifest_sha(s5, "model.safetensors"), manifest_sha(r5, "model.safetensors"));
   EXPECT_EQ(manifest_sha(s5, "optimizer.pt"), manifest_sha(r5, "optimizer.pt"));
 }
 

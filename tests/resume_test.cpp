@@ -53,9 +53,9 @@ TEST(Resume, SigtermThenResumeIsBitwiseIdenticalToAStraightRun) {
   EXPECT_EQ(losses(dir / "split"), losses(dir / "straight"));
   EXPECT_EQ(losses(dir / "split").size(), 5u);
   const fs::path a = dir / "straight" / checkpoint::step_name(N), b = dir / "split" / checkpoint::step_name(N);
-  EXPECT_EQ(manifest_sha(a, "model.pt"), manifest_sha(b, "model.pt"));
+  EXPECT_EQ(manifest_sha(a, "model.safetensors"), manifest_sha(b, "model.safetensors"));
   EXPECT_EQ(manifest_sha(a, "optimizer.pt"), manifest_sha(b, "optimizer.pt"));
-  EXPECT_FALSE(manifest_sha(a, "model.pt").empty());
+  EXPECT_FALSE(manifest_sha(a, "model.safetensors").empty());
 }
 
 TEST(Resume, KillDuringASaveLeavesThePreviousCheckpointAndAutoResumeWorks) {
@@ -66,7 +66,7 @@ TEST(Resume, KillDuringASaveLeavesThePreviousCheckpointAndAutoResumeWorks) {
   ASSERT_TRUE(wait_for([&] {
     for (auto& e : fs::directory_iterator(dir / "run")) {
       auto n = e.path().filename().string();
-      if (n.rfind("step_00000008.tmp-", 0) == 0 && fs::exists(e.path() / "model.pt")) return true;
+      if (n.rfind("step_00000008.tmp-", 0) == 0 && fs::exists(e.path() / "model.safetensors")) return true;
     }
     return false;
   })) << slurp(dir / "run.log");
@@ -145,7 +145,7 @@ TEST(Resume, AutoWithOnlyInvalidCheckpointsRefusesUnlessOverwrite) {
   ScratchDir dir("allbad");
   auto r = run_lmtrain(config(dir, "run", 4) + " --set checkpoint.every=2");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  for (auto& ckpt : checkpoint::list_checkpoints(dir / "run")) std::ofstream(ckpt / "model.pt", std::ios::app) << "x";
+  for (auto& ckpt : checkpoint::list_checkpoints(dir / "run")) std::ofstream(ckpt / "model.safetensors", std::ios::app) << "x";
   r = run_lmtrain(config(dir, "run", 6) + " --resume auto");
   EXPECT_EQ(r.exit_code, 4) << r.output;
   EXPECT_NE(r.output.find("fail verification"), std::string::npos) << r.output;

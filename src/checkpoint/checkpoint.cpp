@@ -89,7 +89,7 @@ fs::path save_checkpoint(const fs::path& run_dir, const std::string& name, const
   try {
     fs::create_directories(tmp);
     std::vector<std::pair<std::string, std::string>> files;
-    files.emplace_back("model.pt", weights_bytes(*req.model));
+    files.emplace_back("model.safetensors", weights_bytes(*req.model));
     if (req.optimizer) files.emplace_back("optimizer.pt", optimizer_bytes(*req.optimizer, *req.model));
     files.emplace_back("trainer_state.json", state_to_json(req.state).dump(2) + "\n");
     files.emplace_back("config.yaml", req.config_yaml);
@@ -224,7 +224,7 @@ LoadedCheckpoint load_checkpoint(const fs::path& dir_arg) {
   out.config_yaml = util::read_file(out.dir / "config.yaml", "checkpoint config");
   out.tokenizer_model = out.dir / "tokenizer.model";
   out.model = model::Gpt(out.arch);
-  load_weights(*out.model, out.dir / "model.pt");
+  load_weights(*out.model, out.dir);
   return out;
 }
 

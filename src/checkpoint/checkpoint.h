@@ -1,6 +1,7 @@
 // Checkpoint directories (docs/ARCHITECTURE.md "Checkpoint contract"). A checkpoint RUN/step_00001000/
 // holds:
-//   model.pt            weights, a name -> tensor dict (torch::pickle_save; Python torch.load reads it)
+//   model.safetensors   weights by parameter name, F32, architecture in the metadata (safetensors.h);
+//                       checkpoints written before it hold model.pt instead, which still loads
 //   optimizer.pt        AdamW state as a name -> tensor dict: "<param>.exp_avg", "<param>.exp_avg_sq",
 //                       "<param>.step" per parameter (deterministic bytes; Python torch.load reads it)
 //   trainer_state.json  step, tokens seen, data cursor, validation losses

@@ -1,10 +1,14 @@
-// The tensor files of a checkpoint: model.pt and optimizer.pt as name -> tensor dicts (torch::pickle_save),
-// written with deterministic bytes and read back with every name and shape checked before any copy.
+// The tensor files of a checkpoint: model.safetensors (weights; old checkpoints: model.pt) and optimizer.pt
+// (a name -> tensor dict, torch::pickle_save), written with deterministic bytes and read back with every
+// name, dtype and shape checked before any copy.
 #include "checkpoint/tensor_files.h"
 
 #include <algorithm>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "checkpoint/safetensors.h"
 #include "util/errors.h"
 #include "util/fs.h"
 
@@ -53,9 +57,15 @@ std::map<std::string, torch::Tensor> read_dict(const fs::path& p, const char* wh
 }  // namespace
 
 std::string weights_bytes(const model::GptImpl& m) {
-  c10::Dict<std::string, torch::Tensor> dict;
-  for (auto& [name, t] : model::named_weights(m)) dict.insert(name, t.detach().cpu().contiguous());
-  return dict_bytes(dict);
+  SafeTensors st;
+  st.tensors = model::named_weights(m);
+  st.metadata = {{"format", "pt"}, {"lmtrain_arch", nlohmann::json(m.config()).dump()}};
+  return safetensors_bytes(st);
+}
+
+fs::path weights_file(const fs::path& dir) {
+  const fs::path st = dir / "model.safetensors";
+  return fs::exists(st) || !fs::exists(dir / "model.pt") ? st : dir / "model.pt";
 }
 
 std::string optimizer_bytes(const torch::optim::AdamW& opt, const model::GptImpl& m) {
@@ -72,8 +82,14 @@ std::string optimizer_bytes(const torch::optim::AdamW& opt, const model::GptImpl
   return dict_bytes(dict);
 }
 
-void load_weights(model::GptImpl& model, const fs::path& model_pt, bool head_from_tok_emb) {
-  auto stored = read_dict(model_pt, "weights");
+void load_weights(model::GptImpl& model, const fs::path& dir, bool head_from_tok_emb) {
+  const fs::path file = weights_file(dir);
+  std::map<std::string, torch::Tensor> stored;
+  if (file.extension() == ".safetensors") {
+    for (auto& [name, t] : read_safetensors(file).tensors) stored[name] = t;
+  } else {
+    stored = read_dict(file, "weights");  // a checkpoint from before model.safetensors
+  }
   if (head_from_tok_emb && !stored.count("head.weight") && stored.count("tok_emb.weight")) {
     stored["head.weight"] = stored["tok_emb.weight"].clone();
   }
@@ -81,7 +97,11 @@ void load_weights(model::GptImpl& model, const fs::path& model_pt, bool head_fro
   // Check everything before copying anything: torch::load alone would silently take the file's shapes.
   for (auto& [name, t] : expected) {
     auto it = stored.find(name);
-    if (it == stored.end()) throw CheckpointError("[checkpoint] weight missing: expected '" + name + "' in " + model_pt.string());
+    if (it == stored.end()) throw CheckpointError("[checkpoint] weight missing: expected '" + name + "' in " + file.string());
+    if (it->second.scalar_type() != torch::kFloat) {
+      throw CheckpointError("[checkpoint] dtype of '" + name + "' in " + file.string() + ": expected F32, got " +
+                            std::string(c10::toString(it->second.scalar_type())));
+    }
     if (it->second.sizes() != t.sizes()) {
       std::ostringstream ss;
       ss << "[checkpoint] shape of '" << name << "': expected " << t.sizes() << ", got " << it->second.sizes();

@@ -69,7 +69,7 @@ model::Gpt build_model(const TrainJob& job, const RunData& data, const torch::De
   model->train();
   if (!job.init_from.empty() && job.resume_from.empty()) {
     // An untied model started from a tied checkpoint takes its head from the token table (untie_head).
-    checkpoint::load_weights(*model, job.init_from / "model.pt", /*head_from_tok_emb=*/!arch.tie_embeddings);
+    checkpoint::load_weights(*model, job.init_from, /*head_from_tok_emb=*/!arch.tie_embeddings);
     spdlog::info("fine-tuning from {}; optimizer state starts fresh, with this config's warmup and schedule",
                  job.init_from.string());
   }
@@ -100,7 +100,7 @@ checkpoint::TrainerState restore(const TrainJob& job, const RunData& data, model
   if (!job.resume_from.empty()) {
     state = checkpoint::read_trainer_state(job.resume_from);
     check_data_identity(state.data, data.identity);
-    checkpoint::load_weights(model, job.resume_from / "model.pt");
+    checkpoint::load_weights(model, job.resume_from);
     checkpoint::load_optimizer(opt, model, job.resume_from);
     checkpoint::restore_torch_rng_state(state.torch_rng_state);
     spdlog::info("resumed from {} at step {} ({} tokens seen)", job.resume_from.string(), state.step,
