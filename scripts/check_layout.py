@@ -21,7 +21,7 @@ MAX_FILE_LINES = 350
 MAX_FUNCTION_LINES = 80
 
 # Which folders each folder may include (besides itself). The order is the one-way layering:
-# util <- tokenizer, data, model <- checkpoint <- train, sample, inspect <- config <- cli <- main.cpp
+# util <- tokenizer, data, model <- checkpoint <- train, sample, inspect, export <- config <- cli <- main.cpp
 ALLOWED = {
     "util": set(),
     "tokenizer": {"util"},
@@ -31,8 +31,9 @@ ALLOWED = {
     "train": {"util", "tokenizer", "data", "model", "checkpoint"},
     "sample": {"util", "tokenizer", "model"},
     "inspect": {"util", "tokenizer", "data", "model", "checkpoint", "sample"},
+    "export": {"util", "tokenizer", "model", "checkpoint"},
     "config": {"util", "tokenizer", "model", "checkpoint", "train"},
-    "cli": {"util", "tokenizer", "data", "model", "checkpoint", "train", "sample", "inspect", "config"},
+    "cli": {"util", "tokenizer", "data", "model", "checkpoint", "train", "sample", "inspect", "export", "config"},
     ".": {"cli", "util"},  # src/main.cpp
 }
 

@@ -6,7 +6,9 @@
 #      (README "Building against a CUDA LibTorch");
 #   2. runs the test suite there (the CUDA tests run instead of skipping);
 #   3. runs the GPU benchmark (scripts/bench_gpu.py: lmtrain vs the team's PyTorch eager baseline);
-#   4. prints one table last. Logs: build-gpu/{build,ctest,bench}.log.
+#   4. exports the benchmark's KJV model to Hugging Face form and compares transformers' probabilities and
+#      token ids with lmtrain's (scripts/check_hf_export.py --transformers);
+#   5. prints one table last. Logs: build-gpu/{build,ctest,bench,hf}.log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -d deps/debs ] || { echo "gpu_check: deps/debs missing: run scripts/fetch_gpu_deps.sh on the Debian machine and carry deps/"; exit 2; }
@@ -30,9 +32,19 @@ set +e
 tests_rc=$?
 python3 scripts/bench_gpu.py --lmtrain build-gpu/lmtrain --out build-gpu/bench > build-gpu/bench.log 2>&1
 bench_rc=$?
+# transformers, where installed: the HF export of the benchmark's KJV model against lmtrain's probabilities
+HF_CKPT=build-gpu/bench/S_fp32
+TEXT="In the beginning God created the heaven and the earth."
+{
+  build-gpu/lmtrain export --checkpoint "$HF_CKPT" --format hf --out build-gpu/hf &&
+  build-gpu/lmtrain inspect probs --checkpoint "$HF_CKPT" --text "$TEXT" --json -k 5 > build-gpu/hf-probs.json &&
+  python3 scripts/check_hf_export.py build-gpu/hf build-gpu/hf-probs.json --tol 1e-5 --transformers --text "$TEXT"
+} > build-gpu/hf.log 2>&1
+hf_rc=$?
 set -e
 grep -E "tests passed|tests failed|Failed|Skipped" build-gpu/ctest.log | head -20
 echo
-echo "== gpu_check: build ${built}s (LibTorch $(python3 -c 'import torch; print(torch.__version__)')), tests rc=$tests_rc, bench rc=$bench_rc"
+echo "== gpu_check: build ${built}s (LibTorch $(python3 -c 'import torch; print(torch.__version__)')), tests rc=$tests_rc, bench rc=$bench_rc, transformers check rc=$hf_rc"
+tail -3 build-gpu/hf.log
 grep -h "CUDA code enabled\|CPU-only LibTorch" build-gpu/build.log || true
 cat build-gpu/bench.log

@@ -44,7 +44,9 @@ TEST(Device, SpecsAndPrecisionsAreCheckedAsConfig) {
   EXPECT_EQ(util::resolve_device("auto").is_cuda(), torch::cuda::is_available());
   EXPECT_EQ(util::compute_dtype(util::Precision::kAuto, util::resolve_device("cpu")), torch::kFloat);
   EXPECT_EQ(util::compute_dtype(util::Precision::kBf16, util::resolve_device("cpu")), torch::kBFloat16);
-  if (!torch::cuda::is_available()) EXPECT_THROW(util::resolve_device("cuda"), ConfigError);
+  if (!torch::cuda::is_available()) {
+    EXPECT_THROW(util::resolve_device("cuda"), ConfigError);
+  }
 }
 
 TEST(Device, AMissingGpuIsRefusedBeforeTheRunDirectoryIsTouched) {
@@ -81,7 +83,9 @@ TEST(Device, Bf16ProductsStayCloseToFp32AndKeepFp32MasterWeights) {
     EXPECT_EQ(params[i].scalar_type(), torch::kFloat) << "parameter " << i;
     ASSERT_EQ(params[i].grad().scalar_type(), torch::kFloat) << "parameter " << i;
     const double cos = torch::cosine_similarity(params[i].grad().flatten(), g32[i].flatten(), 0).item<double>();
-    if (g32[i].abs().max().item<double>() > 1e-6) EXPECT_GT(cos, 0.98) << "parameter " << i;
+    if (g32[i].abs().max().item<double>() > 1e-6) {
+      EXPECT_GT(cos, 0.98) << "parameter " << i;
+    }
   }
   // and the fp32 path is the default, bit for bit
   m->set_compute_dtype(torch::kFloat);

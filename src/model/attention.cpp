@@ -88,7 +88,7 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, KvLayer* 
   auto q = parts[0].view({B, T, H_, D}).transpose(1, 2);             // (B,H,T,D)
   auto k = parts[1].view({B, T, H_, D}).transpose(1, 2);             // (B,H,T,D)
   auto v = parts[2].view({B, T, H_, D}).transpose(1, 2);             // (B,H,T,D)
-  const int64_t S = cache ? cache->length() : 0;                     // positions already cached
+  [[maybe_unused]] const int64_t S = cache ? cache->length() : 0;    // positions already cached
   if (cache) {
     cache->append(k, v);
     k = cache->keys();    // (B,H,S+T,D)

@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""An independent GPT-2 forward pass over an `lmtrain export --format hf` directory, built from its
+config.json and model.safetensors alone (read by the format's spec with numpy; Conv1D weights are (in, out);
+erf GELU; a tied head reads logits through wte), compared with `lmtrain inspect probs --json` of the same
+checkpoint: for every position, the probability of the actual next token and of the top alternatives.
+Exits 1 when any differs by more than --tol (default 1e-5). Needs python3-torch and python3-numpy only.
+
+With --transformers it instead loads the directory with transformers' AutoModelForCausalLM and
+AutoTokenizer (where transformers is installed) and also checks that the tokenizer gives lmtrain's ids.
+
+Usage: scripts/check_hf_export.py DIR PROBS_JSON [--tol 1e-5] [--text TEXT --transformers]
+"""
+import argparse
+import json
+import struct
+import sys
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+DTYPES = {"F32": "<f4", "F64": "<f8", "F16": "<f2", "I64": "<i8", "I32": "<i4"}
+
+
+def read_safetensors(path):
+    data = open(path, "rb").read()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    body = data[8 + n:]
+    out = {}
+    for name, e in header.items():
+        if name == "__metadata__":
+            continue
+        b, end = e["data_offsets"]
+        out[name] = torch.from_numpy(np.frombuffer(body[b:end], dtype=DTYPES[e["dtype"]]).reshape(e["shape"]).copy())
+    return out
+
+
+def gpt2_log_probs(cfg, w, ids):
+    """log p(next | prefix) for every position of ids (1-D list) -> (T, V) float64."""
+    C, H, L = cfg["n_embd"], cfg["n_head"], cfg["n_layer"]
+    eps = cfg["layer_norm_epsilon"]
+    assert cfg["activation_function"] == "gelu", cfg["activation_function"]
+    x = w["transformer.wte.weight"][ids] + w["transformer.wpe.weight"][: len(ids)]  # (T,C)
+    T = x.shape[0]
+    mask = torch.ones(T, T, dtype=torch.bool).triu(1)
+    for i in range(L):
+        p = f"transformer.h.{i}."
+        h = F.layer_norm(x, (C,), w[p + "ln_1.weight"], w[p + "ln_1.bias"], eps)
+        qkv = h @ w[p + "attn.c_attn.weight"] + w[p + "attn.c_attn.bias"]  # Conv1D: x @ W(in,out) + b
+        q, k, v = (t.view(T, H, C // H).transpose(0, 1) for t in qkv.split(C, dim=1))  # (H,T,D)
+        att = (q @ k.transpose(1, 2)) / (C // H) ** 0.5
+        att = att.masked_fill(mask, float("-inf")).softmax(-1)
+        y = (att @ v).transpose(0, 1).reshape(T, C)
+        x = x + y @ w[p + "attn.c_proj.weight"] + w[p + "attn.c_proj.bias"]
+        h = F.layer_norm(x, (C,), w[p + "ln_2.weight"], w[p + "ln_2.bias"], eps)
+        h = F.gelu(h @ w[p + "mlp.c_fc.weight"] + w[p + "mlp.c_fc.bias"])  # erf GELU
+        x = x + h @ w[p + "mlp.c_proj.weight"] + w[p + "mlp.c_proj.bias"]
+    x = F.layer_norm(x, (C,), w["transformer.ln_f.weight"], w["transformer.ln_f.bias"], eps)
+    head = w["transformer.wte.weight"] if cfg["tie_word_embeddings"] else w["lm_head.weight"]
+    return (x @ head.t()).double().log_softmax(-1)
+
+
+def transformers_log_probs(directory, ids):
+    from transformers import AutoModelForCausalLM  # only where transformers is installed
+    model = AutoModelForCausalLM.from_pretrained(directory, torch_dtype=torch.float32).eval()
+    with torch.no_grad():
+        return model(torch.tensor([ids])).logits[0].double().log_softmax(-1)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("dir")
+    ap.add_argument("probs_json")
+    ap.add_argument("--tol", type=float, default=1e-5)
+    ap.add_argument("--transformers", action="store_true")
+    ap.add_argument("--text", help="with --transformers: text whose ids the exported tokenizer must reproduce")
+    args = ap.parse_args()
+    cfg = json.load(open(f"{args.dir}/config.json"))
+    rows = json.load(open(args.probs_json))
+    ids = [cfg["eos_token_id"]] + [r["next_id"] for r in rows]  # lmtrain starts a text with </s>
+    with torch.no_grad():
+        if args.transformers:
+            logp = transformers_log_probs(args.dir, ids)
+        else:
+            logp = gpt2_log_probs(cfg, read_safetensors(f"{args.dir}/model.safetensors"), ids)
+    worst = 0.0
+    for t, r in enumerate(rows):
+        p = logp[t].exp()
+        worst = max(worst, abs(p[r["next_id"]].item() - r["prob"]))
+        for alt in r["top"]:
+            worst = max(worst, abs(p[alt["id"]].item() - alt["prob"]))
+    print(f"{len(rows)} positions: max |p_gpt2 - p_lmtrain| = {worst:.3g} (tolerance {args.tol:g})")
+    if args.transformers and args.text is not None:
+        from transformers import AutoTokenizer
+        tok = AutoTokenizer.from_pretrained(args.dir)
+        got = tok(args.text)["input_ids"]
+        print("tokenizer ids", "match" if got == ids[1:] else f"differ: {got} vs {ids[1:]}")
+        if got != ids[1:]:
+            return 1
+    return 0 if worst <= args.tol else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,36 @@
+// Leaving lmtrain: a checkpoint as a Hugging Face GPT-2 model directory (config.json, model.safetensors
+// with GPT-2's names, generation_config.json, tokenizer.model, tokenizer_config.json), or as one
+// safetensors file with lmtrain's own names.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "checkpoint/checkpoint.h"
+
+namespace lm::exporter {
+
+/// The model's tensors under GPT-2's names (GPT2LMHeadModel). c_attn, c_proj and c_fc are Conv1D, so their
+/// weights are the transposes of lmtrain's nn::Linear ones, (in, out). Sinusoidal positions become a
+/// learned table of max_seq_len rows (exact). An untied head is lm_head.weight; with embedding_scale sqrt_d
+/// and an untied head the scale is folded into wte. Throws ConfigError for sqrt_d with a tied head: GPT-2
+/// reads its logits through the same wte it embeds with, so no single table gives both exactly.
+std::vector<std::pair<std::string, torch::Tensor>> gpt2_tensors(const model::GptImpl& m);
+
+/// config.json of a GPT2LMHeadModel with the architecture of `a` (activation "gelu" = erf GELU, LayerNorm
+/// eps 1e-5, no dropout, n_inner = mlp_ratio x d_model, n_positions = max_seq_len), `eos_id` as bos and eos.
+std::string gpt2_config_json(const model::GptConfig& a, int32_t eos_id);
+
+/// Writes the Hugging Face directory `out` (created when missing; files of the same names are replaced
+/// atomically, nothing else in it is touched). Returns the files written. Throws ConfigError (see
+/// gpt2_tensors), SaveError.
+std::vector<std::string> export_hf(const checkpoint::LoadedCheckpoint& ck, const std::filesystem::path& out);
+
+/// Writes the weights with lmtrain's names (as in a checkpoint's model.safetensors) to `file`, atomically.
+void export_safetensors(const checkpoint::LoadedCheckpoint& ck, const std::filesystem::path& file);
+
+}  // namespace lm::exporter
