@@ -30,6 +30,7 @@ int run(int argc, char** argv, const util::Faults& faults) {
   add_inspect_commands(app);
   add_finetune_commands(app, faults);
   add_export_commands(app);
+  add_import_commands(app);
   try {
     app.parse(argc, argv);
     return 0;

@@ -45,6 +45,10 @@ void adopt_checkpoint(config::RunConfig& cfg, const fs::path& from) {
   cfg.tokenizer = saved.tokenizer;
   cfg.finetune.from = from.string();
   if (cfg.finetune.original_val.empty()) cfg.finetune.original_val = saved.data.val;
+  if (!fs::is_regular_file(cfg.finetune.original_val)) {  // needed only at the end: say so before training
+    throw DataError("[finetune] original_val: expected the original corpus's validation text for the forgetting "
+                    "report, got '" + cfg.finetune.original_val + "' (no such file). Hint: set finetune.original_val.");
+  }
 }
 
 // End-of-run (and periodic) reports against the starting checkpoint.

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <map>
 
 #include "checkpoint/safetensors.h"
 #include "checkpoint/tensor_files.h"
@@ -14,6 +15,32 @@ namespace lm::exporter {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
+std::vector<Gpt2Name> gpt2_names(const model::GptConfig& a) {
+  std::vector<Gpt2Name> out = {{"transformer.wte.weight", "tok_emb.weight", false}};
+  if (a.positions == model::Positions::kLearned) out.push_back({"transformer.wpe.weight", "pos_emb.weight", false});
+  for (int64_t i = 0; i < a.n_layers; ++i) {
+    const std::string h = "transformer.h." + std::to_string(i) + ".", b = "blocks." + std::to_string(i) + ".";
+    for (const auto& [g, l, t] : std::vector<Gpt2Name>{{"ln_1.weight", "ln1.weight", false},
+                                                       {"ln_1.bias", "ln1.bias", false},
+                                                       {"attn.c_attn.weight", "attn.qkv.weight", true},  // Conv1D (C, 3C)
+                                                       {"attn.c_attn.bias", "attn.qkv.bias", false},
+                                                       {"attn.c_proj.weight", "attn.proj.weight", true},
+                                                       {"attn.c_proj.bias", "attn.proj.bias", false},
+                                                       {"ln_2.weight", "ln2.weight", false},
+                                                       {"ln_2.bias", "ln2.bias", false},
+                                                       {"mlp.c_fc.weight", "mlp.fc.weight", true},  // (C, rC)
+                                                       {"mlp.c_fc.bias", "mlp.fc.bias", false},
+                                                       {"mlp.c_proj.weight", "mlp.proj.weight", true},  // (rC, C)
+                                                       {"mlp.c_proj.bias", "mlp.proj.bias", false}}) {
+      out.push_back({h + g, b + l, t});
+    }
+  }
+  out.push_back({"transformer.ln_f.weight", "ln_f.weight", false});
+  out.push_back({"transformer.ln_f.bias", "ln_f.bias", false});
+  if (!a.tie_embeddings) out.push_back({"lm_head.weight", "head.weight", false});
+  return out;
+}
+
 std::vector<std::pair<std::string, torch::Tensor>> gpt2_tensors(const model::GptImpl& m) {
   const auto& a = m.config();
   const bool scaled = a.embedding_scale == model::EmbeddingScale::kSqrtD;
@@ -23,30 +50,18 @@ std::vector<std::pair<std::string, torch::Tensor>> gpt2_tensors(const model::Gpt
                       "x sqrt(C) rows and unscaled logits. Hint: export --format safetensors keeps lmtrain's form.");
   }
   torch::NoGradGuard no_grad;
+  std::map<std::string, torch::Tensor> mine;
+  for (auto& [name, t] : model::named_weights(m)) mine[name] = t.detach().cpu();
+  if (scaled) mine["tok_emb.weight"] = mine["tok_emb.weight"] * std::sqrt(static_cast<double>(a.d_model));
   std::vector<std::pair<std::string, torch::Tensor>> out;
-  auto put = [&](const std::string& name, const torch::Tensor& t) { out.emplace_back(name, t.detach().cpu().contiguous()); };
-  auto& self = const_cast<model::GptImpl&>(m);  // pos_emb->forward and ModuleList::operator[] are not const; both only read
-  put("transformer.wte.weight", scaled ? m.tok_emb->weight * std::sqrt(static_cast<double>(a.d_model)) : m.tok_emb->weight);
-  put("transformer.wpe.weight", self.pos_emb->forward(a.max_seq_len, 0));  // (T,C): learned rows or the sin/cos table
-  for (size_t i = 0; i < self.blocks->size(); ++i) {
-    const auto& b = *self.blocks[i]->as<model::BlockImpl>();
-    const std::string h = "transformer.h." + std::to_string(i) + ".";
-    put(h + "ln_1.weight", b.ln1->weight);
-    put(h + "ln_1.bias", b.ln1->bias);
-    put(h + "attn.c_attn.weight", b.attn->qkv->weight.t());  // Conv1D: (C, 3C)
-    put(h + "attn.c_attn.bias", b.attn->qkv->bias);
-    put(h + "attn.c_proj.weight", b.attn->proj->weight.t());
-    put(h + "attn.c_proj.bias", b.attn->proj->bias);
-    put(h + "ln_2.weight", b.ln2->weight);
-    put(h + "ln_2.bias", b.ln2->bias);
-    put(h + "mlp.c_fc.weight", b.mlp->fc->weight.t());  // (C, rC)
-    put(h + "mlp.c_fc.bias", b.mlp->fc->bias);
-    put(h + "mlp.c_proj.weight", b.mlp->proj->weight.t());  // (rC, C)
-    put(h + "mlp.c_proj.bias", b.mlp->proj->bias);
+  if (a.positions == model::Positions::kSinusoidal) {  // exact as a table of max_seq_len rows
+    auto& self = const_cast<model::GptImpl&>(m);         // pos_emb->forward is not const; it only reads
+    out.emplace_back("transformer.wpe.weight", self.pos_emb->forward(a.max_seq_len, 0).detach().cpu().contiguous());
   }
-  put("transformer.ln_f.weight", m.ln_f->weight);
-  put("transformer.ln_f.bias", m.ln_f->bias);
-  if (!a.tie_embeddings) put("lm_head.weight", m.head->weight);
+  for (const auto& n : gpt2_names(a)) {
+    const auto& t = mine.at(n.lmtrain);
+    out.emplace_back(n.gpt2, (n.transpose ? t.t() : t).contiguous());
+  }
   return out;
 }
 

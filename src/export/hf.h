@@ -14,6 +14,16 @@
 
 namespace lm::exporter {
 
+/// One tensor's name in GPT-2 (GPT2LMHeadModel) and in lmtrain; `transpose` for GPT-2's Conv1D weights,
+/// stored (in, out), the transpose of lmtrain's nn::Linear (out, in).
+struct Gpt2Name {
+  std::string gpt2, lmtrain;
+  bool transpose = false;
+};
+
+/// The name map of an architecture: wte, wpe (learned positions only), every block, ln_f, lm_head (untied).
+std::vector<Gpt2Name> gpt2_names(const model::GptConfig& a);
+
 /// The model's tensors under GPT-2's names (GPT2LMHeadModel). c_attn, c_proj and c_fc are Conv1D, so their
 /// weights are the transposes of lmtrain's nn::Linear ones, (in, out). Sinusoidal positions become a
 /// learned table of max_seq_len rows (exact). An untied head is lm_head.weight; with embedding_scale sqrt_d
