@@ -15,6 +15,9 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD/deps/root
 rm -rf "$ROOT" && mkdir -p "$ROOT"
 for d in deps/debs/*.deb; do dpkg -x "$d" "$ROOT"; done
+# Debian's libraries use the C++11 ABI; a LibTorch built with the old one cannot link with them.
+python3 -c 'import sys, torch; sys.exit(0 if torch.compiled_with_cxx11_abi() else 1)' ||
+  { echo "gpu_check: this torch uses the pre-C++11 ABI; Debian's libraries need the C++11 one"; exit 2; }
 TORCH_PREFIX=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
 TORCH_LIB=$(python3 -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')
 export LD_LIBRARY_PATH="$ROOT/usr/lib/x86_64-linux-gnu:$TORCH_LIB:${LD_LIBRARY_PATH:-}"
@@ -35,16 +38,18 @@ bench_rc=$?
 # transformers, where installed: the HF export of the benchmark's KJV model against lmtrain's probabilities
 HF_CKPT=build-gpu/bench/S_fp32
 TEXT="In the beginning God created the heaven and the earth."
+TRANSFORMERS=(--transformers --text "$TEXT")
+python3 -c 'import transformers' 2>/dev/null || TRANSFORMERS=()  # then the independent GPT-2 forward only
 {
   build-gpu/lmtrain export --checkpoint "$HF_CKPT" --format hf --out build-gpu/hf &&
   build-gpu/lmtrain inspect probs --checkpoint "$HF_CKPT" --text "$TEXT" --json -k 5 > build-gpu/hf-probs.json &&
-  python3 scripts/check_hf_export.py build-gpu/hf build-gpu/hf-probs.json --tol 1e-5 --transformers --text "$TEXT"
+  python3 scripts/check_hf_export.py build-gpu/hf build-gpu/hf-probs.json --tol 1e-5 "${TRANSFORMERS[@]}"
 } > build-gpu/hf.log 2>&1
 hf_rc=$?
 set -e
-grep -E "tests passed|tests failed|Failed|Skipped" build-gpu/ctest.log | head -20
+grep -E "tests passed|tests failed|Failed|Skipped" build-gpu/ctest.log | head -20 || true
 echo
 echo "== gpu_check: build ${built}s (LibTorch $(python3 -c 'import torch; print(torch.__version__)')), tests rc=$tests_rc, bench rc=$bench_rc, transformers check rc=$hf_rc"
-tail -3 build-gpu/hf.log
+tail -3 build-gpu/hf.log || true
 grep -h "CUDA code enabled\|CPU-only LibTorch" build-gpu/build.log || true
 cat build-gpu/bench.log

@@ -185,6 +185,16 @@ TEST(Safetensors, MalformedFilesAreRefusedWithAReason) {
   EXPECT_NE(parse_error(file_of(ok, std::string(12, '\0'))).find("trailing bytes"), std::string::npos);
   EXPECT_NE(parse_error(file_of(R"({"w":{"dtype":"F32","shape":[-1],"data_offsets":[0,0]}})", "")).find("non-negative"),
             std::string::npos);
+  // a size that overflows 64 bits, and a deeply nested value (messages never dump untrusted JSON)
+  EXPECT_NE(parse_error(file_of(R"({"w":{"dtype":"F32","shape":[1099511627775,1099511627775],"data_offsets":[0,0]}})", ""))
+                .find("larger than any file"),
+            std::string::npos);
+  const std::string deep = "{\"w\":{\"dtype\":" + std::string(100000, '[') + std::string(100000, ']') +
+                           ",\"shape\":[1],\"data_offsets\":[0,4]}}";
+  EXPECT_NE(parse_error(file_of(deep, std::string(4, '\0'))).find("unknown dtype a JSON array"), std::string::npos);
+  // an empty tensor at the offset where another starts is valid
+  const std::string empty_first = R"({"z":{"dtype":"F64","shape":[0],"data_offsets":[0,0]},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
+  EXPECT_EQ(parse_error(file_of(empty_first, std::string(8, '\0'))), "(no error)");
 }
 
 TEST(Safetensors, CheckpointsHoldModelSafetensorsThatPythonReadsByTheSpec) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <tuple>
 
 #include "util/errors.h"
 #include "util/fs.h"
@@ -30,6 +31,20 @@ const std::vector<Dtype>& dtypes() {
   return kDtypes;
 }
 
+// A value from the file for a message: strings (cut to 40 characters) and numbers as they are, anything
+// else by its type only (dumping untrusted nested JSON would recurse once per level).
+std::string shown(const json& j) {
+  if (j.is_string()) return "\"" + j.get<std::string>().substr(0, 40) + "\"";
+  if (j.is_number() || j.is_boolean() || j.is_null()) return j.dump();
+  return std::string("a JSON ") + j.type_name();
+}
+
+std::string shown_shape(const std::vector<int64_t>& shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i) out += (i ? "," : "") + std::to_string(shape[i]);
+  return out + "]";
+}
+
 [[noreturn]] void bad(const std::string& origin, const std::string& what) {
   throw CheckpointError("[safetensors] " + origin + ": " + what);
 }
@@ -52,27 +67,28 @@ Entry parse_entry(const std::string& name, const json& j, const std::string& ori
   for (const auto& d : dtypes()) {
     if (dt.is_string() && dt.get<std::string>() == d.name) e.dtype = &d;
   }
-  if (!e.dtype) bad(origin, "tensor '" + name + "': unknown dtype " + dt.dump() + " (expected F32, F16, BF16, ...)");
+  if (!e.dtype) bad(origin, "tensor '" + name + "': unknown dtype " + shown(dt) + " (expected F32, F16, BF16, ...)");
   const auto& off = j.at("data_offsets");
   if (!j.at("shape").is_array() || !off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() ||
       !off[1].is_number_unsigned()) {
     bad(origin, "tensor '" + name + "': expected a shape list and data_offsets [begin, end]");
   }
-  uint64_t numel = 1;
+  uint64_t nbytes = e.dtype->bytes;
   for (const auto& d : j.at("shape")) {
     if (!d.is_number_unsigned() || d.get<uint64_t>() > (uint64_t{1} << 40)) {
-      bad(origin, "tensor '" + name + "': expected non-negative dimensions, got shape " + j.at("shape").dump());
+      bad(origin, "tensor '" + name + "': expected non-negative dimensions below 2^40, got " + shown(d));
     }
     e.shape.push_back(d.get<int64_t>());
-    numel *= d.get<uint64_t>();
+    if (__builtin_mul_overflow(nbytes, d.get<uint64_t>(), &nbytes)) {
+      bad(origin, "tensor '" + name + "': shape " + shown_shape(e.shape) + "... is larger than any file");
+    }
   }
   e.begin = off[0].get<uint64_t>();
   e.end = off[1].get<uint64_t>();
   if (e.end < e.begin) bad(origin, "tensor '" + name + "': data_offsets end before begin");
-  if (numel * e.dtype->bytes != e.end - e.begin) {
-    bad(origin, "tensor '" + name + "': shape " + j.at("shape").dump() + " of " + e.dtype->name + " needs " +
-                    std::to_string(numel * e.dtype->bytes) + " bytes, data_offsets give " +
-                    std::to_string(e.end - e.begin));
+  if (nbytes != e.end - e.begin) {
+    bad(origin, "tensor '" + name + "': shape " + shown_shape(e.shape) + " of " + e.dtype->name + " needs " +
+                    std::to_string(nbytes) + " bytes, data_offsets give " + std::to_string(e.end - e.begin));
   }
   return e;
 }
@@ -131,7 +147,8 @@ SafeTensors parse_safetensors(std::string_view bytes, const std::string& origin)
   }
   // The data must be covered exactly: no tensor past the end, no overlap, no hole (the format's rules).
   const std::string_view data = bytes.substr(8 + n);
-  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.begin < b.begin; });
+  std::sort(entries.begin(), entries.end(),  // (begin, end): an empty tensor sorts before one starting there
+            [](const Entry& a, const Entry& b) { return std::tie(a.begin, a.end) < std::tie(b.begin, b.end); });
   uint64_t covered = 0;
   for (const auto& e : entries) {
     if (e.end > data.size()) {

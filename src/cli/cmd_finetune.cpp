@@ -80,6 +80,9 @@ class Reporter {
       data::prepare_corpus(cfg_.finetune.original_val, tok_, orig_bin);
     }
     data::TokenFile new_val(run_dir_ / "val.bin"), old_val(orig_bin);
+    // "before" is measured where and how "after" is: same device, same precision of products
+    base_.model->to(model.device());
+    base_.model->set_compute_dtype(model.compute_dtype());
     const int64_t B = cfg_.train.batch_size;
     const double new_before = train::evaluate(*base_.model, new_val, B, 0), new_after = train::evaluate(model, new_val, B, 0);
     const double old_before = train::evaluate(*base_.model, old_val, B, 0), old_after = train::evaluate(model, old_val, B, 0);

@@ -32,13 +32,17 @@ model::GptConfig arch_of(const fs::path& dir) {
     refuse(dir, e.what());
   }
   try {
-    if (c.value("model_type", std::string()) != "gpt2") refuse(dir, "expected model_type gpt2, got " + c.value("model_type", json()).dump());
+    if (!c.contains("model_type") || c.at("model_type") != "gpt2") refuse(dir, "expected model_type gpt2");
     const std::string act = c.value("activation_function", std::string("gelu_new"));
     if (act != "gelu") {
       refuse(dir, "expected activation_function \"gelu\" (the erf GELU lmtrain computes), got \"" + act +
                       "\": its probabilities would differ");
     }
     if (std::abs(c.value("layer_norm_epsilon", 1e-5) - 1e-5) > 1e-12) refuse(dir, "expected layer_norm_epsilon 1e-5");
+    if (!c.value("scale_attn_weights", true) || c.value("scale_attn_by_inverse_layer_idx", false)) {
+      refuse(dir, "expected attention scaled by 1/sqrt(head dim) only (scale_attn_weights true, "
+                  "scale_attn_by_inverse_layer_idx false), as lmtrain computes it");
+    }
     model::GptConfig a;
     a.vocab_size = c.at("vocab_size").get<int64_t>();
     a.d_model = c.at("n_embd").get<int64_t>();
@@ -77,14 +81,16 @@ ImportedModel import_hf(const fs::path& dir) {
   for (const auto& n : gpt2_names(out.arch)) {
     auto it = stored.find(n.gpt2);
     if (it == stored.end()) refuse(dir, "tensor missing: expected " + n.gpt2 + " in model.safetensors");
-    const torch::Tensor t = n.transpose ? it->second.t() : it->second;
     auto& p = params.at(n.lmtrain);
-    if (t.sizes() != p.sizes() || it->second.scalar_type() != torch::kFloat) {
+    const bool fits = it->second.dim() == p.dim() && it->second.scalar_type() == torch::kFloat &&
+                      (n.transpose ? it->second.t() : it->second).sizes() == p.sizes();
+    if (!fits) {
       std::ostringstream ss;
       ss << "shape of " << n.gpt2 << ": expected F32 " << (n.transpose ? p.t().sizes() : p.sizes()) << ", got "
          << c10::toString(it->second.scalar_type()) << " " << it->second.sizes();
       refuse(dir, ss.str());
     }
+    const torch::Tensor t = n.transpose ? it->second.t() : it->second;
     p.copy_(t);
   }
   return out;
