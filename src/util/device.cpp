@@ -4,6 +4,8 @@
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 
@@ -69,7 +71,10 @@ std::string precision_name(c10::ScalarType dtype) { return dtype == c10::kBFloat
 std::string describe_device(const c10::Device& device) {
   if (!device.is_cuda()) {
     const int n = torch::get_num_threads();
-    return "cpu (" + std::to_string(n) + (n == 1 ? " thread)" : " threads)");
+    const double ram = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGE_SIZE));
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "cpu (%d thread%s, %.1f GiB memory)", n, n == 1 ? "" : "s", ram / (1024.0 * 1024.0 * 1024.0));
+    return buf;
   }
 #ifdef LMTRAIN_WITH_CUDA
   const cudaDeviceProp* p = at::cuda::getDeviceProperties(device.index());

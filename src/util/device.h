@@ -24,7 +24,7 @@ c10::ScalarType compute_dtype(Precision p, const c10::Device& device);
 /// "fp32" or "bf16" for a compute dtype.
 std::string precision_name(c10::ScalarType dtype);
 
-/// One line for the log: "cpu (1 thread)", "cuda:0 (NVIDIA H200, compute 9.0, 139.8 GiB)".
+/// One line for the log: "cpu (1 thread, 23.5 GiB memory)", "cuda:0 (NVIDIA H200, compute 9.0, 139.8 GiB)".
 std::string describe_device(const c10::Device& device);
 
 /// LibTorch's deterministic algorithms (at::globalContext().setDeterministicAlgorithms); on CUDA also sets
