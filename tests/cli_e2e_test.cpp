@@ -1,5 +1,5 @@
 // End to end through the real lmtrain binary: tokenizer -> prepare -> train -> checkpoint -> sample,
-// Python's torch.load on the weights, and bad input ending with one clear line and the right exit code.
+// Python reading the weights (model.safetensors), and bad input ending with one clear line and the right exit code.
 #include <gtest/gtest.h>
 
 #include <fstream>
