@@ -12,28 +12,20 @@ Usage: scripts/check_hf_export.py DIR PROBS_JSON [--tol 1e-5] [--text TEXT --tra
 """
 import argparse
 import json
-import struct
+import os
 import sys
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
-DTYPES = {"F32": "<f4", "F64": "<f8", "F16": "<f2", "I64": "<i8", "I32": "<i4"}
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import read_safetensors  # noqa: E402 - the spec reader beside this script
 
 
-def read_safetensors(path):
-    data = open(path, "rb").read()
-    (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + n])
-    body = data[8 + n:]
-    out = {}
-    for name, e in header.items():
-        if name == "__metadata__":
-            continue
-        b, end = e["data_offsets"]
-        out[name] = torch.from_numpy(np.frombuffer(body[b:end], dtype=DTYPES[e["dtype"]]).reshape(e["shape"]).copy())
-    return out
+def read_weights(path):
+    """{name: float32 torch tensor} of a model.safetensors."""
+    tensors, _ = read_safetensors.read(path)
+    return {name: torch.from_numpy(array.copy()) for name, (_, array) in tensors.items()}
 
 
 def gpt2_log_probs(cfg, w, ids):
@@ -83,7 +75,7 @@ def main():
         if args.transformers:
             logp = transformers_log_probs(args.dir, ids)
         else:
-            logp = gpt2_log_probs(cfg, read_safetensors(f"{args.dir}/model.safetensors"), ids)
+            logp = gpt2_log_probs(cfg, read_weights(f"{args.dir}/model.safetensors"), ids)
     worst = 0.0
     for t, r in enumerate(rows):
         p = logp[t].exp()

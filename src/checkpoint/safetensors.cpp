@@ -114,7 +114,10 @@ std::string safetensors_bytes(const SafeTensors& st) {
   std::string out(8, '\0');
   const uint64_t n = text.size();
   std::memcpy(out.data(), &n, 8);
-  return out + text + data;
+  out.reserve(8 + text.size() + data.size());  // one copy of the tensor bytes, not three
+  out += text;
+  out += data;
+  return out;
 }
 
 SafeTensors parse_safetensors(std::string_view bytes, const std::string& origin) {

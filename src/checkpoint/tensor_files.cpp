@@ -93,13 +93,17 @@ void load_weights(model::GptImpl& model, const fs::path& dir, bool head_from_tok
   if (head_from_tok_emb && !stored.count("head.weight") && stored.count("tok_emb.weight")) {
     stored["head.weight"] = stored["tok_emb.weight"].clone();
   }
+  copy_weights(model, stored, file.string());
+}
+
+void copy_weights(model::GptImpl& model, const std::map<std::string, torch::Tensor>& stored, const std::string& origin) {
   auto expected = model::named_weights(model);
   // Check everything before copying anything: torch::load alone would silently take the file's shapes.
   for (auto& [name, t] : expected) {
     auto it = stored.find(name);
-    if (it == stored.end()) throw CheckpointError("[checkpoint] weight missing: expected '" + name + "' in " + file.string());
+    if (it == stored.end()) throw CheckpointError("[checkpoint] weight missing: expected '" + name + "' in " + origin);
     if (it->second.scalar_type() != torch::kFloat) {
-      throw CheckpointError("[checkpoint] dtype of '" + name + "' in " + file.string() + ": expected F32, got " +
+      throw CheckpointError("[checkpoint] dtype of '" + name + "' in " + origin + ": expected F32, got " +
                             std::string(c10::toString(it->second.scalar_type())));
     }
     if (it->second.sizes() != t.sizes()) {
@@ -117,7 +121,7 @@ void load_weights(model::GptImpl& model, const fs::path& dir, bool head_from_tok
     }
   }
   torch::NoGradGuard no_grad;
-  for (auto& [name, t] : expected) t.copy_(stored[name]);
+  for (auto& [name, t] : expected) t.copy_(stored.at(name));
 }
 
 void load_optimizer(torch::optim::AdamW& opt, const model::GptImpl& model, const fs::path& dir) {

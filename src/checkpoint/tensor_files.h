@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include <filesystem>
+#include <map>
 #include <string>
 
 #include "model/gpt.h"
@@ -28,6 +29,11 @@ std::string optimizer_bytes(const torch::optim::AdamW& opt, const model::GptImpl
 /// and shape first. With `head_from_tok_emb`, a missing head.weight is taken from the stored tok_emb.weight
 /// (untying a tied checkpoint). Throws CheckpointError on a missing, extra, misshapen or non-F32 tensor.
 void load_weights(model::GptImpl& model, const std::filesystem::path& dir, bool head_from_tok_emb = false);
+
+/// Copies `stored` (lmtrain name -> tensor) into `model`, checking every name, dtype (F32) and shape before
+/// copying any; `origin` names the source in errors. Throws CheckpointError on a missing, extra, misshapen
+/// or non-F32 tensor.
+void copy_weights(model::GptImpl& model, const std::map<std::string, torch::Tensor>& stored, const std::string& origin);
 
 /// Loads `dir`/optimizer.pt into `opt`, whose parameters are `model`'s (matched by name, shapes checked).
 /// Throws CheckpointError when absent, unreadable or mismatched.

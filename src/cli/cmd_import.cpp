@@ -25,8 +25,9 @@ void import_checkpoint(const fs::path& from, const fs::path& out) {
     throw CheckpointError("[import] " + from.string() + ": tokenizer.model has " + std::to_string(tok.vocab_size()) +
                           " pieces, expected vocab_size " + std::to_string(imported.arch.vocab_size) + " of config.json");
   }
+  const fs::path parent = out.parent_path().empty() ? fs::path(".") : out.parent_path();
   config::RunConfig cfg;  // what a checkpoint records: this model, its tokenizer, and where it came from
-  cfg.run.dir = out.parent_path().string();
+  cfg.run.dir = parent.string();
   cfg.model = imported.arch;
   cfg.tokenizer.vocab_size = static_cast<int>(imported.arch.vocab_size);
   cfg.data.train = cfg.data.val = (from / "(imported: no training text)").string();
@@ -35,9 +36,8 @@ void import_checkpoint(const fs::path& from, const fs::path& out) {
   req.config_yaml = config::dump_config(cfg);
   req.tokenizer_model = imported.tokenizer_model;
   req.update_latest = false;
-  fs::create_directories(out.parent_path().empty() ? fs::path(".") : out.parent_path());
-  const fs::path dir = checkpoint::save_checkpoint(out.parent_path().empty() ? fs::path(".") : out.parent_path(),
-                                                   out.filename().string(), req);
+  fs::create_directories(parent);
+  const fs::path dir = checkpoint::save_checkpoint(parent, out.filename().string(), req);
   std::cout << "wrote checkpoint " << dir.string() << " from " << from.string() << ": V=" << imported.arch.vocab_size
             << " C=" << imported.arch.d_model << " L=" << imported.arch.n_layers << " H=" << imported.arch.n_heads
             << " T=" << imported.arch.max_seq_len << ", " << (imported.arch.tie_embeddings ? "tied" : "untied")

@@ -4,9 +4,9 @@
 
 #include <cmath>
 #include <map>
-#include <sstream>
 
 #include "checkpoint/safetensors.h"
+#include "checkpoint/tensor_files.h"
 #include "export/hf.h"
 #include "util/errors.h"
 #include "util/fs.h"
@@ -74,25 +74,17 @@ ImportedModel import_hf(const fs::path& dir) {
     stored[name.rfind("transformer.", 0) == 0 ? name : "transformer." + name] = t;  // original GPT-2 files lack the prefix
   }
   if (stored.count("transformer.lm_head.weight")) stored["lm_head.weight"] = stored["transformer.lm_head.weight"];
-  out.model = model::Gpt(out.arch);
-  std::map<std::string, torch::Tensor> params;
-  for (auto& [name, t] : model::named_weights(*out.model)) params[name] = t;
-  torch::NoGradGuard no_grad;
+  std::map<std::string, torch::Tensor> mine;  // lmtrain's names and orientation
   for (const auto& n : gpt2_names(out.arch)) {
     auto it = stored.find(n.gpt2);
     if (it == stored.end()) refuse(dir, "tensor missing: expected " + n.gpt2 + " in model.safetensors");
-    auto& p = params.at(n.lmtrain);
-    const bool fits = it->second.dim() == p.dim() && it->second.scalar_type() == torch::kFloat &&
-                      (n.transpose ? it->second.t() : it->second).sizes() == p.sizes();
-    if (!fits) {
-      std::ostringstream ss;
-      ss << "shape of " << n.gpt2 << ": expected F32 " << (n.transpose ? p.t().sizes() : p.sizes()) << ", got "
-         << c10::toString(it->second.scalar_type()) << " " << it->second.sizes();
-      refuse(dir, ss.str());
+    if (n.transpose && it->second.dim() != 2) {
+      refuse(dir, n.gpt2 + ": expected a Conv1D matrix, got " + std::to_string(it->second.dim()) + " dimensions");
     }
-    const torch::Tensor t = n.transpose ? it->second.t() : it->second;
-    p.copy_(t);
+    mine[n.lmtrain] = n.transpose ? it->second.t() : it->second;
   }
+  out.model = model::Gpt(out.arch);
+  checkpoint::copy_weights(*out.model, mine, (dir / "model.safetensors").string());
   return out;
 }
 

@@ -2,12 +2,12 @@
 
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdio>
 #include <fstream>
 
 #include "inspect/params.h"
 #include "tokenizer/tokenizer.h"
+#include "util/clock.h"
 #include "util/errors.h"
 #include "util/fs.h"
 #include "util/text.h"
@@ -85,7 +85,7 @@ StatsReport tokenizer_stats(const fs::path& corpus, const StatsOptions& opt) {
     tokenizer::TokenizerConfig cfg = opt.base;
     cfg.vocab_size = v;
     const fs::path model_file = tmp.path / ("v" + std::to_string(v) + ".model");
-    auto t0 = std::chrono::steady_clock::now();
+    const auto t0 = util::Clock::now();
     try {
       tokenizer::train_tokenizer(sample_file, model_file, cfg, opt.threads);
     } catch (const DataError& e) {
@@ -93,7 +93,7 @@ StatsReport tokenizer_stats(const fs::path& corpus, const StatsOptions& opt) {
       r.sizes.push_back(s);
       continue;
     }
-    s.train_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    s.train_seconds = util::seconds_since(t0);
     tokenizer::Tokenizer tok(model_file);
     int64_t tokens = 0, over = 0;
     for (auto& l : heldout) {

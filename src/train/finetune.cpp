@@ -41,6 +41,17 @@ bool contains(const std::vector<std::string>& names, const std::string& name) {
   return std::find(names.begin(), names.end(), name) != names.end();
 }
 
+// SHA-256 of the bytes of each named parameter.
+std::map<std::string, std::string> hash_parameters(const model::GptImpl& m, const std::vector<std::string>& names) {
+  std::map<std::string, std::string> out;
+  for (auto& [name, p] : model::named_weights(m)) {
+    if (!contains(names, name)) continue;
+    auto t = p.detach().cpu().contiguous();
+    out[name] = util::sha256_hex(std::string_view(static_cast<const char*>(t.data_ptr()), t.nbytes()));
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<std::string> freeze_prefixes(const FinetuneConfig& cfg) {
@@ -56,16 +67,6 @@ std::vector<std::string> unfreeze_prefixes(const FinetuneConfig& cfg) {
   // a table frozen by an explicit `freeze` prefix as well stays frozen
   if (cfg.freeze_embeddings && !has_prefix("tok_emb.weight", cfg.freeze)) out.push_back("tok_emb.");
   if (cfg.freeze_positions && !has_prefix("pos_emb.weight", cfg.freeze)) out.push_back("pos_emb.");
-  return out;
-}
-
-std::map<std::string, std::string> hash_parameters(const model::GptImpl& m, const std::vector<std::string>& names) {
-  std::map<std::string, std::string> out;
-  for (auto& [name, p] : model::named_weights(m)) {
-    if (!contains(names, name)) continue;
-    auto t = p.detach().cpu().contiguous();
-    out[name] = util::sha256_hex(std::string_view(static_cast<const char*>(t.data_ptr()), t.nbytes()));
-  }
   return out;
 }
 

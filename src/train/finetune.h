@@ -21,9 +21,6 @@ std::vector<std::string> freeze_prefixes(const FinetuneConfig& cfg);
 /// The prefixes frozen only until step `unfreeze_embeddings_after` (the embeddings; none when it is 0).
 std::vector<std::string> unfreeze_prefixes(const FinetuneConfig& cfg);
 
-/// SHA-256 of the bytes of each named parameter.
-std::map<std::string, std::string> hash_parameters(const model::GptImpl& m, const std::vector<std::string>& names);
-
 /// The frozen parameters of one run. Freezing sets requires_grad=false (no gradient, so AdamW keeps no
 /// state for them); the hashes taken by start() are compared at the unfreeze step and at the end.
 class Freezer {

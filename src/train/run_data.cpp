@@ -2,10 +2,9 @@
 
 #include <spdlog/spdlog.h>
 
-#include <chrono>
-
 #include "data/prepare.h"
 #include "tokenizer/tokenizer.h"
+#include "util/clock.h"
 #include "util/errors.h"
 #include "util/fs.h"
 #include "util/hash.h"
@@ -16,9 +15,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+using util::Clock;
+using util::seconds_since;
 
 // The run's tokenizer: a fine-tune keeps the checkpoint's (the token table rows mean those pieces); a new
 // run trains one unless the existing one was trained on the same corpus with the same settings.

@@ -21,6 +21,7 @@
 #include "train/run_data.h"
 #include "train/step.h"
 #include "util/device.h"
+#include "util/clock.h"
 #include "util/errors.h"
 #include "util/fs.h"
 #include "util/signals.h"
@@ -32,9 +33,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+using util::Clock;
+using util::seconds_since;
 
 void log_model_summary(const model::GptImpl& m, const DecayGroups& g, const TrainJob& job) {
   int64_t total = 0;
@@ -54,9 +54,9 @@ void log_model_summary(const model::GptImpl& m, const DecayGroups& g, const Trai
     spdlog::info("embedding group: {} tensors / {} params without weight decay at {} x lr ({})", g.embedding.size(),
                  g.embedding_numel, g.embedding_lr_scale, util::join(g.embedding_names, ", "));
   }
-  spdlog::info("threads {}, device {}, precision {}, effective batch {} x {} micro-batches x {} tokens = {} tokens/step",
-               job.threads, m.device().str(), util::precision_name(m.compute_dtype()), job.train.batch_size,
-               job.train.grad_accum, a.max_seq_len, job.train.batch_size * job.train.grad_accum * a.max_seq_len);
+  spdlog::info("threads {}, device {}, effective batch {} x {} micro-batches x {} tokens = {} tokens/step",
+               job.threads, m.device().str(), job.train.batch_size, job.train.grad_accum, a.max_seq_len,
+               job.train.batch_size * job.train.grad_accum * a.max_seq_len);
 }
 
 // A fresh model of the job's architecture (seeded, initialised on the CPU so a seed gives the same weights
