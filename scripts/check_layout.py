@@ -21,19 +21,20 @@ MAX_FILE_LINES = 350
 MAX_FUNCTION_LINES = 80
 
 # Which folders each folder may include (besides itself). The order is the one-way layering:
-# util <- tokenizer, data, model <- checkpoint <- train, sample, inspect, export <- config <- cli <- main.cpp
+# util <- dist, tokenizer, data, model <- checkpoint <- train, sample, inspect, export <- config <- cli <- main.cpp
 ALLOWED = {
     "util": set(),
+    "dist": {"util"},
     "tokenizer": {"util"},
     "model": {"util"},
     "data": {"util", "tokenizer"},
     "checkpoint": {"util", "model"},
-    "train": {"util", "tokenizer", "data", "model", "checkpoint"},
+    "train": {"util", "tokenizer", "data", "model", "checkpoint", "dist"},
     "sample": {"util", "tokenizer", "model"},
     "inspect": {"util", "tokenizer", "data", "model", "checkpoint", "sample"},
     "export": {"util", "tokenizer", "model", "checkpoint"},
-    "config": {"util", "tokenizer", "model", "checkpoint", "train"},
-    "cli": {"util", "tokenizer", "data", "model", "checkpoint", "train", "sample", "inspect", "export", "config"},
+    "config": {"util", "tokenizer", "model", "checkpoint", "train", "dist"},
+    "cli": {"util", "tokenizer", "data", "model", "checkpoint", "train", "sample", "inspect", "export", "config", "dist"},
     ".": {"cli", "util"},  # src/main.cpp
 }
 

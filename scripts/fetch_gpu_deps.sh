@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PACKAGES=(
   libspdlog-dev libspdlog1.10 libfmt-dev libfmt9 libyaml-cpp-dev libyaml-cpp0.7 libcli11-dev
-  libsentencepiece-dev libsentencepiece0 nlohmann-json3-dev libssl-dev libssl3 libgtest-dev ninja-build
+  libsentencepiece-dev libsentencepiece0 nlohmann-json3-dev libssl-dev libssl3 libgtest-dev libgloo-dev ninja-build
 )
 mkdir -p deps/debs
 SUDO=""

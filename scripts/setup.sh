@@ -10,7 +10,7 @@ PACKAGES=(
   libtorch-dev libopenblas0-pthread
   libsentencepiece-dev
   libcli11-dev libspdlog-dev libfmt-dev libyaml-cpp-dev nlohmann-json3-dev libssl-dev
-  libgtest-dev
+  libgtest-dev libgloo-dev
   python3 python3-torch python3-numpy
   gnuplot-nox
 )

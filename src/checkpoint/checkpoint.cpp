@@ -22,6 +22,7 @@ json state_to_json(const TrainerState& s) {
   return json{{"step", s.step},
               {"tokens_seen", s.tokens_seen},
               {"data_cursor", s.data_cursor},
+              {"world_size", s.world_size},
               {"last_val_loss", num(s.last_val_loss)},
               {"best_val_loss", num(s.best_val_loss)},
               {"evals_without_improvement", s.evals_without_improvement},
@@ -44,6 +45,7 @@ TrainerState state_from_json(const json& j) {
   s.step = j.at("step").get<int64_t>();
   s.tokens_seen = j.at("tokens_seen").get<int64_t>();
   s.data_cursor = j.at("data_cursor").get<uint64_t>();
+  s.world_size = j.value("world_size", int64_t{1});
   s.last_val_loss = num("last_val_loss");
   s.best_val_loss = num("best_val_loss");
   s.evals_without_improvement = j.value("evals_without_improvement", int64_t{0});

@@ -45,7 +45,8 @@ struct DataIdentity {
 struct TrainerState {
   int64_t step = 0;               ///< optimizer steps completed
   int64_t tokens_seen = 0;        ///< training tokens consumed
-  uint64_t data_cursor = 0;       ///< index of the next training micro-batch
+  uint64_t data_cursor = 0;       ///< index of the next training micro-batch (global: the same on every rank)
+  int64_t world_size = 1;         ///< processes that trained it (a resume must use as many)
   double last_val_loss = NAN;     ///< most recent validation loss (nats), NaN if none yet
   double best_val_loss = NAN;     ///< lowest validation loss so far (nats), NaN if none yet
   int64_t evals_without_improvement = 0;  ///< for train.early_stopping_patience

@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "cli/jobs.h"
 #include "util/errors.h"
 #include "util/logging.h"
 #include "util/memory.h"
@@ -13,6 +14,7 @@ namespace lm::cli {
 
 int run(int argc, char** argv, const util::Faults& faults) {
   util::keep_freed_memory();
+  set_command_line(argc, argv);
   CLI::App app{"lmtrain: train, fine-tune, sample and inspect small decoder-only language models.\n"
                "Exit codes: 0 ok, 1 internal, 2 usage/config, 3 data/tokenizer, 4 checkpoint, 5 non-finite loss,\n"
                "6 save failure, 7 distributed, 130 SIGINT, 143 SIGTERM."};

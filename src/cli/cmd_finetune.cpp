@@ -111,6 +111,7 @@ void add_finetune_commands(CLI::App& app, const util::Faults& faults) {
     std::string from, config, resume, device;
     std::vector<std::string> overrides;
     bool overwrite = false;
+    int nproc = 1;
   };
   auto o = std::make_shared<Opts>();
   auto* ft = app.add_subcommand("finetune",
@@ -122,6 +123,7 @@ void add_finetune_commands(CLI::App& app, const util::Faults& faults) {
   ft->add_option("--resume", o->resume, "continue an interrupted fine-tune exactly: auto | PATH");
   ft->add_option("--device", o->device, "overrides run.device: auto | cpu | cuda | cuda:N");
   ft->add_flag("--overwrite", o->overwrite, "delete checkpoints of an earlier run in run.dir instead of refusing");
+  ft->add_option("--nproc", o->nproc, "run as N data-parallel processes on this machine")->check(CLI::Range(1, 1024));
   ft->callback([o, faults] {
     auto overrides = o->overrides;
     if (!o->device.empty()) overrides.push_back("run.device=" + o->device);  // checked like the key
@@ -134,7 +136,9 @@ void add_finetune_commands(CLI::App& app, const util::Faults& faults) {
       spdlog::info("untie_head: head.weight starts as a copy of tok_emb.weight and trains on its own");
     }
     const std::string yaml = config::dump_config(cfg);
-    train::TrainJob job = make_train_job(cfg, yaml, o->overwrite, o->resume);
+    if (o->nproc > 1) return launch_local_ranks(o->nproc, cfg);
+    RunProcess process(cfg);
+    train::TrainJob job = make_train_job(cfg, yaml, o->overwrite, o->resume, process.group());
     job.init_from = from;
     job.faults = faults;
     job.freeze = train::freeze_prefixes(cfg.finetune);
@@ -146,6 +150,8 @@ void add_finetune_commands(CLI::App& app, const util::Faults& faults) {
     job.report_every = cfg.finetune.drift_every;
     spdlog::info("fine-tune run dir {}, from {}", cfg.run.dir, from.string());
     auto result = train::run_training(job);
+    process.finish();
+    if (!process.is_root()) return;
     std::cout << "final validation loss " << result.final_val_loss << " nats/token after " << result.steps
               << " steps; checkpoint " << result.checkpoint.string() << "\n";
   });

@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "cli/jobs.h"
 #include "config/config.h"
+#include "dist/group.h"
 #include "train/resume.h"
 #include "train/trainer.h"
 #include "util/fs.h"
@@ -15,7 +16,7 @@ namespace lm::cli {
 namespace fs = std::filesystem;
 
 train::TrainJob make_train_job(const config::RunConfig& cfg, const std::string& yaml, bool overwrite,
-                               const std::string& resume) {
+                               const std::string& resume, dist::Group* group) {
   train::TrainJob job;
   job.run_dir = cfg.run.dir;
   job.seed = cfg.run.seed;
@@ -31,9 +32,12 @@ train::TrainJob make_train_job(const config::RunConfig& cfg, const std::string& 
   job.checkpoint = cfg.checkpoint;
   job.config_yaml = yaml;
   job.overwrite = overwrite;
+  job.group = group;
   if (!resume.empty()) {
     // Resolve here so a changed non-architectural setting can be reported against the checkpoint's config.
-    const fs::path from = train::select_resume_checkpoint(cfg.run.dir, resume, overwrite);
+    // Only rank 0 looks at run.dir (the choice may rewrite `latest`); it tells the others.
+    auto select = [&] { return train::select_resume_checkpoint(cfg.run.dir, resume, overwrite).string(); };
+    const fs::path from = group ? fs::path(group->on_root("resume", select)) : fs::path(select());
     job.resume_from = from;
     if (!from.empty()) {
       auto saved = config::parse_config(util::read_file(from / "config.yaml", "checkpoint config"),
@@ -54,6 +58,7 @@ void add_train_commands(CLI::App& app, const util::Faults& faults) {
     std::vector<std::string> overrides;
     bool dump = false, list_keys = false, overwrite = false, dry_run = false;
     std::string resume;
+    int nproc = 1;
   };
   auto o = std::make_shared<Opts>();
   auto* train = app.add_subcommand("train", "Train a model: tokenizer and token files are made when missing or stale");
@@ -65,6 +70,8 @@ void add_train_commands(CLI::App& app, const util::Faults& faults) {
                     "or a checkpoint/run directory");
   train->add_flag("--overwrite", o->overwrite, "delete checkpoints of an earlier run in run.dir instead of refusing to start");
   train->add_flag("--list-keys", o->list_keys, "print every config key with its meaning and exit");
+  train->add_option("--nproc", o->nproc, "run as N data-parallel processes on this machine (see README "
+                                         "\"More than one process\")")->check(CLI::Range(1, 1024));
   train->add_flag("--dry-run", o->dry_run, "push one batch through the configured model, print every stage's shape, exit");
   train->callback([o, faults] {
     if (o->list_keys) {
@@ -78,10 +85,14 @@ void add_train_commands(CLI::App& app, const util::Faults& faults) {
       return;
     }
     if (o->dry_run) return run_dry_run(cfg);
-    train::TrainJob job = make_train_job(cfg, yaml, o->overwrite, o->resume);
+    if (o->nproc > 1) return launch_local_ranks(o->nproc, cfg);
+    RunProcess process(cfg);
+    train::TrainJob job = make_train_job(cfg, yaml, o->overwrite, o->resume, process.group());
     job.faults = faults;
     spdlog::info("run dir {}, config {}", cfg.run.dir, o->config.empty() ? "(defaults)" : o->config);
     auto result = train::run_training(job);
+    process.finish();
+    if (!process.is_root()) return;
     if (result.early_stopped) std::cout << "stopped early (train.early_stopping_patience)\n";
     std::cout << "final validation loss " << result.final_val_loss << " nats/token, perplexity "
               << std::exp(result.final_val_loss) << " after " << result.steps << " steps\n"

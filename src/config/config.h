@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "checkpoint/checkpoint_config.h"
+#include "dist/dist_config.h"
 #include "model/gpt_config.h"
 #include "tokenizer/tokenizer_config.h"
 #include "train/finetune_config.h"
@@ -44,6 +45,7 @@ struct RunConfig {
   train::TrainConfig train;
   checkpoint::CheckpointConfig checkpoint;
   train::FinetuneConfig finetune;  ///< used by `lmtrain finetune`
+  dist::DistConfig dist;           ///< used by multi-process runs
   std::set<std::string> explicit_keys;  ///< keys set by the YAML file or --set (not defaults)
 };
 

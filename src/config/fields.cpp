@@ -181,6 +181,9 @@ const std::vector<Field>& fields() {
       scalar<I>("finetune.drift_top_k", "most-moved pieces listed", [](RunConfig& c) -> I& { return c.finetune.drift_top_k; }, 0, 10000),
       scalar<I>("checkpoint.every", "steps between checkpoints (0 = final only)", [](RunConfig& c) -> I& { return c.checkpoint.every; }, 0),
       scalar<I>("checkpoint.keep_last", "step checkpoints kept on disk (plus `best`)", [](RunConfig& c) -> I& { return c.checkpoint.keep_last; }, 2),
+      scalar<I>("dist.timeout_s", "seconds within which a lost or missing rank ends the others (exit 7)", [](RunConfig& c) -> I& { return c.dist.timeout_s; }, 1, 86400),
+      scalar<I>("dist.bucket_mb", "gradient all-reduce bucket size in MiB", [](RunConfig& c) -> I& { return c.dist.bucket_mb; }, 1, 4096),
+      scalar<bool>("dist.overlap", "start each bucket's all-reduce during the backward pass", [](RunConfig& c) -> bool& { return c.dist.overlap; }),
   };
   return kFields;
 }

@@ -23,8 +23,9 @@ Batch gather_windows(const TokenFile& file, int64_t T, const std::vector<uint64_
 
 }  // namespace
 
-Batcher::Batcher(const TokenFile& file, int64_t batch_size, int64_t seq_len, uint64_t seed)
-    : file_(&file), B_(batch_size), T_(seq_len), seed_(seed) {
+Batcher::Batcher(const TokenFile& file, int64_t batch_size, int64_t seq_len, uint64_t seed, int rank, int world)
+    : file_(&file), B_(batch_size), T_(seq_len), seed_(seed), rank_(static_cast<uint64_t>(rank)),
+      world_(static_cast<uint64_t>(world)) {
   if (file.size() < static_cast<uint64_t>(seq_len + 1)) {
     throw DataError("[batcher] token file '" + file.path().string() + "' too small: expected at least " +
                     std::to_string(seq_len + 1) + " tokens (max_seq_len + 1), got " +
@@ -36,10 +37,10 @@ Batch Batcher::next() { return at(cursor_++); }
 
 Batch Batcher::at(uint64_t k) const {
   const uint64_t range = file_->size() - static_cast<uint64_t>(T_);  // valid starts: [0, range)
+  const uint64_t B = static_cast<uint64_t>(B_);
+  const uint64_t first = k * B * world_ + rank_ * B;  // this rank's first window in the global batch
   std::vector<uint64_t> starts(static_cast<size_t>(B_));
-  for (int64_t b = 0; b < B_; ++b) {
-    starts[b] = mix(mix(seed_ ^ 0x6c6d747261696eULL) + k * static_cast<uint64_t>(B_) + b) % range;
-  }
+  for (uint64_t b = 0; b < B; ++b) starts[b] = mix(mix(seed_ ^ 0x6c6d747261696eULL) + first + b) % range;
   return gather_windows(*file_, T_, starts);
 }
 

@@ -1,5 +1,7 @@
 // Seeded batcher: draws B random windows of T+1 tokens from a token file and returns x[B,T], y[B,T].
-// Batch k depends only on (seed, k), so the data cursor is a single integer and resume is exact.
+// Batch k depends only on (seed, k), so the data cursor is a single integer and resume is exact. In a run
+// of W processes, global batch k is W x B windows and rank r takes windows r*B .. r*B+B-1 of it, so W
+// ranks x B and 1 rank x W*B train on the same sequences.
 #pragma once
 
 #include <torch/torch.h>
@@ -19,12 +21,13 @@ struct Batch {
 
 class Batcher {
  public:
-  /// REQUIRES: file outlives the batcher. Throws DataError when the file holds fewer than T+1 tokens.
-  Batcher(const TokenFile& file, int64_t batch_size, int64_t seq_len, uint64_t seed);
+  /// REQUIRES: file outlives the batcher; 0 <= rank < world. Throws DataError when the file holds fewer
+  /// than T+1 tokens.
+  Batcher(const TokenFile& file, int64_t batch_size, int64_t seq_len, uint64_t seed, int rank = 0, int world = 1);
 
   /// The batch at the cursor; advances the cursor by one.
   Batch next();
-  /// The batch with index k (does not move the cursor).
+  /// This rank's slice of the global batch with index k (does not move the cursor).
   Batch at(uint64_t k) const;
   uint64_t cursor() const { return cursor_; }
   void set_cursor(uint64_t k) { cursor_ = k; }
@@ -33,6 +36,7 @@ class Batcher {
   const TokenFile* file_;
   int64_t B_, T_;
   uint64_t seed_;
+  uint64_t rank_, world_;
   uint64_t cursor_ = 0;
 };
 

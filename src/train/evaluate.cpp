@@ -5,11 +5,13 @@
 #include <cmath>
 
 #include "data/batcher.h"
+#include "dist/group.h"
 #include "util/errors.h"
 
 namespace lm::train {
 
-double evaluate(model::GptImpl& model, const data::TokenFile& file, int64_t batch_size, int64_t max_windows) {
+double evaluate(model::GptImpl& model, const data::TokenFile& file, int64_t batch_size, int64_t max_windows,
+                dist::Group* group) {
   const int64_t T = model.config().max_seq_len;
   const int64_t total = data::eval_window_count(file, T);
   if (total == 0) {
@@ -22,14 +24,22 @@ double evaluate(model::GptImpl& model, const data::TokenFile& file, int64_t batc
   torch::NoGradGuard no_grad;
   const bool was_training = model.is_training();
   model.eval();
+  // With W ranks, rank r evaluates the r-th contiguous share of the windows; the sums are added up.
+  const int64_t W = group ? group->size() : 1, r = group ? group->rank() : 0;
+  const int64_t begin = n * r / W, end = n * (r + 1) / W;
   double sum = 0.0;
-  for (int64_t i = 0; i < n; i += batch_size) {
-    const int64_t b = std::min(batch_size, n - i);
+  for (int64_t i = begin; i < end; i += batch_size) {
+    const int64_t b = std::min(batch_size, end - i);
     auto batch = data::eval_batch(file, T, std::vector<int64_t>(windows.begin() + i, windows.begin() + i + b));
     auto loss = model.loss(batch.x, batch.y);  // mean over b*T tokens
     sum += loss.item<double>() * static_cast<double>(b);
   }
   model.train(was_training);
+  if (group) {
+    auto total_sum = torch::tensor({sum}, torch::kFloat64);
+    group->allreduce_sum(total_sum);
+    sum = total_sum.item<double>();
+  }
   return sum / static_cast<double>(n);
 }
 
@@ -38,9 +48,9 @@ double evaluate(model::GptImpl& model, const data::TokenFile& file, int64_t batc
 namespace lm::train {
 
 Validation validate(model::GptImpl& model, const data::TokenFile& val, const TrainConfig& cfg,
-                    checkpoint::TrainerState& state) {
+                    checkpoint::TrainerState& state, dist::Group* group) {
   Validation v;
-  v.loss = state.last_val_loss = evaluate(model, val, cfg.batch_size, cfg.eval_batches);
+  v.loss = state.last_val_loss = evaluate(model, val, cfg.batch_size, cfg.eval_batches, group);
   v.improved = !(state.best_val_loss - 1e-6 <= v.loss);  // also true while best is NaN (no validation yet)
   spdlog::info("eval step {} | val loss {:.4f} | val ppl {:.2f} ({} batches){}", state.step, v.loss, std::exp(v.loss),
                cfg.eval_batches, v.improved ? " | best so far" : "");

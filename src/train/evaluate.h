@@ -9,12 +9,18 @@
 #include "model/gpt.h"
 #include "train/train_config.h"
 
+namespace lm::dist {
+class Group;
+}
+
 namespace lm::train {
 
 /// Mean loss (nats/token) over up to `max_windows` windows spread evenly through the file (0 = all of
-/// them), `batch_size` windows per forward pass, in eval mode without gradients.
-/// Throws DataError when the file holds fewer than max_seq_len + 1 tokens.
-double evaluate(model::GptImpl& model, const data::TokenFile& file, int64_t batch_size, int64_t max_windows);
+/// them), `batch_size` windows per forward pass, in eval mode without gradients. With a `group`, every
+/// rank evaluates its share of the windows and all ranks return the same total mean.
+/// Throws DataError when the file holds fewer than max_seq_len + 1 tokens; DistributedError.
+double evaluate(model::GptImpl& model, const data::TokenFile& file, int64_t batch_size, int64_t max_windows,
+                dist::Group* group = nullptr);
 
 /// What a periodic validation decided.
 struct Validation {
@@ -27,6 +33,6 @@ struct Validation {
 /// last and best loss, its patience counter and early_stopped. Improvement means lower than the best by
 /// more than float32 round-off of a mean loss (1e-6 nats).
 Validation validate(model::GptImpl& model, const data::TokenFile& val, const TrainConfig& cfg,
-                    checkpoint::TrainerState& state);
+                    checkpoint::TrainerState& state, dist::Group* group = nullptr);
 
 }  // namespace lm::train

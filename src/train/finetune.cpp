@@ -92,8 +92,8 @@ void Freezer::start(const model::GptImpl& m, int64_t first_step) {
 
 // The frozen proof of the unfrozen tensors ends here. A process resumed at or past the unfreeze step has
 // nothing to prove: the tensors trained before it started.
-void Freezer::unfreeze_if_due(model::GptImpl& m, int64_t step, double embedding_lr_scale) {
-  if (later_.empty() || step < unfreeze_after_) return;
+bool Freezer::unfreeze_if_due(model::GptImpl& m, int64_t step, double embedding_lr_scale) {
+  if (later_.empty() || step < unfreeze_after_) return false;
   const bool resumed_past = first_step_ >= unfreeze_after_;
   const auto now = hash_parameters(m, later_);
   for (const auto& name : later_) {
@@ -116,6 +116,7 @@ void Freezer::unfreeze_if_due(model::GptImpl& m, int64_t step, double embedding_
                  tied_head ? ", and with it the tied output projection" : "");
   }
   later_.clear();
+  return true;
 }
 
 void Freezer::check_unchanged(const model::GptImpl& m) const {

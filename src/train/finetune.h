@@ -39,8 +39,9 @@ class Freezer {
   void start(const model::GptImpl& m, int64_t first_step);
 
   /// Before step `step` + 1: unfreezes the `unfreeze` tensors when `step` reached unfreeze_after, after
-  /// checking they did not move. Throws Error (internal) when one moved.
-  void unfreeze_if_due(model::GptImpl& m, int64_t step, double embedding_lr_scale);
+  /// checking they did not move. Returns true when it unfroze something now. Throws Error (internal) when
+  /// one moved.
+  bool unfreeze_if_due(model::GptImpl& m, int64_t step, double embedding_lr_scale);
 
   /// At the end: every still-frozen tensor hashes as at start(). Throws Error (internal) otherwise.
   void check_unchanged(const model::GptImpl& m) const;

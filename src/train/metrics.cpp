@@ -16,6 +16,7 @@ namespace lm::train {
 namespace fs = std::filesystem;
 
 MetricsLog::MetricsLog(const fs::path& path, int64_t resume_step) {
+  if (path.empty()) return;
   std::string kept;
   if (resume_step > 0 && fs::is_regular_file(path)) {
     std::ifstream in(path);
@@ -39,6 +40,7 @@ MetricsLog::~MetricsLog() {
 
 namespace {
 void write_record(std::FILE* f, const nlohmann::json& j) {
+  if (!f) return;  // a rank other than 0
   const std::string s = j.dump() + "\n";
   std::fwrite(s.data(), 1, s.size(), f);
   std::fflush(f);
@@ -55,7 +57,7 @@ void MetricsLog::val(int64_t step, double loss, bool full) {
   write_record(f_, {{"kind", "val"}, {"step", step}, {"loss", loss}, {"ppl", std::exp(loss)}, {"full", full}});
 }
 
-ProgressLine::ProgressLine() : tty_(::isatty(STDERR_FILENO) == 1) {
+ProgressLine::ProgressLine(bool enabled) : tty_(enabled && ::isatty(STDERR_FILENO) == 1) {
   if (tty_) util::set_before_log([this] { clear(); });
 }
 

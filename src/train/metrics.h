@@ -16,7 +16,7 @@ class MetricsLog {
  public:
   /// Opens `path` for appending. When resuming at `resume_step` > 0, records after that step (from the
   /// interrupted process) are dropped first, so the file reads as if the run had never stopped;
-  /// resume_step == 0 starts a new file.
+  /// resume_step == 0 starts a new file. An empty `path` writes nothing (ranks other than 0).
   MetricsLog(const std::filesystem::path& path, int64_t resume_step);
   ~MetricsLog();
   MetricsLog(const MetricsLog&) = delete;
@@ -29,11 +29,11 @@ class MetricsLog {
   std::FILE* f_ = nullptr;
 };
 
-/// The live progress line; a no-op unless stderr is a terminal. While it exists, every log line erases
-/// it first (util::set_before_log), and it erases itself when destroyed.
+/// The live progress line; a no-op unless stderr is a terminal and `enabled` (rank 0 only). While it
+/// exists, every log line erases it first (util::set_before_log), and it erases itself when destroyed.
 class ProgressLine {
  public:
-  ProgressLine();
+  explicit ProgressLine(bool enabled = true);
   ~ProgressLine();
   ProgressLine(const ProgressLine&) = delete;
   ProgressLine& operator=(const ProgressLine&) = delete;

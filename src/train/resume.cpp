@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "dist/group.h"
 #include "util/errors.h"
 #include "util/fs.h"
 #include "util/hash.h"
@@ -101,6 +102,9 @@ void preflight_resume(const TrainJob& job, const fs::path& ckpt) {
           std::string(b.tie_embeddings ? "true" : "false"));
   compare(p, "model.embedding_scale", model::to_string(a.embedding_scale), model::to_string(b.embedding_scale));
   const checkpoint::TrainerState st = checkpoint::read_trainer_state(ckpt);
+  // Rank r's slice of a global batch depends on the world size: a resume with another one would not
+  // continue the same run.
+  compare(p, "processes (WORLD_SIZE)", s(st.world_size), s(job.group ? job.group->size() : 1));
   auto text_hash = [](const fs::path& f) { return fs::is_regular_file(f) ? util::sha256_file(f) : std::string("(missing)"); };
   compare(p, "data.train (sha256)", short_hash(st.data.train_source_sha256), short_hash(text_hash(job.train_text)));
   compare(p, "data.val (sha256)", short_hash(st.data.val_source_sha256), short_hash(text_hash(job.val_text)));

@@ -18,6 +18,9 @@
 namespace lm::model {
 class GptImpl;
 }
+namespace lm::dist {
+class Group;
+}
 
 namespace lm::train {
 
@@ -47,6 +50,9 @@ struct TrainJob {
   /// Called every `report_every` steps (final=false) and after the final validation (final=true).
   std::function<void(model::GptImpl& model, int64_t step, bool final)> on_report;
   int64_t report_every = 0;
+
+  /// The process group of a multi-process run (borrowed; cli/ owns it), or null for one process.
+  dist::Group* group = nullptr;
 
   /// Faults to inject (test builds only fill it; see util/faults.h). Default: none.
   util::Faults faults;

@@ -17,7 +17,7 @@ enum class ExitCode : int {
   kCheckpoint = 4,   ///< missing, corrupt or incompatible checkpoint
   kNonFinite = 5,    ///< NaN/Inf loss or gradient
   kSave = 6,         ///< a checkpoint or output could not be written
-  kDistributed = 7,  ///< process-group failure: reserved for multi-process training, nothing throws it yet
+  kDistributed = 7,  ///< multi-process training: a rank was lost, never joined, or the replicas diverged
   kSigInt = 130,
   kSigTerm = 143,
 };
@@ -62,10 +62,32 @@ class SaveError : public Error {
   explicit SaveError(const std::string& m) : Error(ExitCode::kSave, m) {}
 };
 
+/// A rank of a multi-process run was lost or never joined, or the ranks disagree (exit 7).
+class DistributedError : public Error {
+ public:
+  explicit DistributedError(const std::string& m) : Error(ExitCode::kDistributed, m) {}
+};
+
 /// A run stopped by SIGINT/SIGTERM after saving (exit 130/143). Not a failure of the program.
 class Interrupted : public Error {
  public:
   Interrupted(ExitCode code, const std::string& m) : Error(code, m) {}
 };
+
+/// Throws the typed exception of `code` (ConfigError for kUsage, SaveError for kSave, ...) with message `m`:
+/// how another rank's failure, received as (code, text), is raised again here.
+[[noreturn]] inline void throw_error(ExitCode code, const std::string& m) {
+  switch (code) {
+    case ExitCode::kUsage: throw ConfigError(m);
+    case ExitCode::kData: throw DataError(m);
+    case ExitCode::kCheckpoint: throw CheckpointError(m);
+    case ExitCode::kNonFinite: throw NonFiniteError(m);
+    case ExitCode::kSave: throw SaveError(m);
+    case ExitCode::kDistributed: throw DistributedError(m);
+    case ExitCode::kSigInt:
+    case ExitCode::kSigTerm: throw Interrupted(code, m);
+    default: throw Error(code, m);
+  }
+}
 
 }  // namespace lm

@@ -13,6 +13,7 @@ Faults faults_from_environment() {
   };
   Faults f;
   f.nan_step = number("LMTRAIN_TEST_NAN_STEP");
+  if (std::getenv("LMTRAIN_TEST_NAN_RANK")) f.nan_rank = number("LMTRAIN_TEST_NAN_RANK");
   f.step_delay_ms = number("LMTRAIN_TEST_STEP_DELAY_MS");
   f.save_pause_ms = number("LMTRAIN_TEST_SAVE_PAUSE_MS");
   if (const char* v = std::getenv("LMTRAIN_TEST_FAIL_SAVE")) f.fail_save = v;

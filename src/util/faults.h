@@ -12,12 +12,13 @@ namespace lm::util {
 
 struct Faults {
   int64_t nan_step = 0;       ///< poison the loss and gradients of this step (1-based); 0 = never
+  int64_t nan_rank = -1;      ///< in a multi-process run, poison only this rank's (-1 = every rank's)
   int64_t step_delay_ms = 0;  ///< sleep after each optimizer step, so a test can signal mid-run
   int64_t save_pause_ms = 0;  ///< sleep after each checkpoint file, so a test can kill -9 mid-save
   std::string fail_save;      ///< checkpoint name (e.g. "step_00000008") whose save fails like a full disk
 };
 
-/// Test builds only. Reads LMTRAIN_TEST_NAN_STEP, LMTRAIN_TEST_STEP_DELAY_MS, LMTRAIN_TEST_SAVE_PAUSE_MS
+/// Test builds only. Reads LMTRAIN_TEST_NAN_STEP, LMTRAIN_TEST_NAN_RANK, LMTRAIN_TEST_STEP_DELAY_MS, LMTRAIN_TEST_SAVE_PAUSE_MS
 /// and LMTRAIN_TEST_FAIL_SAVE (unset = no fault).
 Faults faults_from_environment();
 

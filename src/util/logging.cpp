@@ -40,6 +40,12 @@ void setup_logging(bool verbose) {
   spdlog::set_default_logger(logger);
 }
 
+void set_log_rank(int rank) {
+  auto logger = spdlog::default_logger();
+  logger->set_pattern("[%H:%M:%S] [rank " + std::to_string(rank) + "] [%^%l%$] %v");
+  if (rank != 0 && logger->level() > spdlog::level::debug) logger->set_level(spdlog::level::warn);
+}
+
 void set_before_log(std::function<void()> fn) {
   std::lock_guard<std::mutex> lock(g_hook_mutex);
   g_before_log = std::move(fn);

@@ -1,0 +1,88 @@
+#include "train/trainer_setup.h"
+
+#include <spdlog/spdlog.h>
+
+#include "checkpoint/rng_state.h"
+#include "train/resume.h"
+#include "util/text.h"
+
+namespace lm::train {
+
+void log_model_summary(const model::GptImpl& m, const DecayGroups& g, const TrainJob& job, int world_size) {
+  int64_t total = 0;
+  for (auto& [name, p] : model::named_weights(m)) total += p.numel();
+  const auto& a = m.config();
+  const int64_t emb = a.vocab_size * a.d_model;
+  spdlog::info("model: {} parameters, token embedding {} ({:.1f}%), head {}, positions {}, embedding_scale {}",
+               total, emb, 100.0 * static_cast<double>(emb) / static_cast<double>(total),
+               a.tie_embeddings ? "tied to tok_emb (no extra tensor)" : "untied (head.weight)",
+               model::to_string(a.positions), model::to_string(a.embedding_scale));
+  spdlog::info("arch: V={} C={} L={} H={} T={} mlp={}x", a.vocab_size, a.d_model, a.n_layers, a.n_heads,
+               a.max_seq_len, a.mlp_ratio);
+  spdlog::info("decay groups: {} tensors / {} params with weight_decay={}; {} tensors / {} params without ({})",
+               g.decay.size(), g.decay_numel, job.train.weight_decay, g.no_decay.size(), g.no_decay_numel,
+               g.no_decay.size() > 6 ? "embeddings, LayerNorm, biases" : util::join(g.no_decay_names, ", "));
+  if (!g.embedding.empty()) {
+    spdlog::info("embedding group: {} tensors / {} params without weight decay at {} x lr ({})", g.embedding.size(),
+                 g.embedding_numel, g.embedding_lr_scale, util::join(g.embedding_names, ", "));
+  }
+  const int64_t tokens = world_size * job.train.batch_size * job.train.grad_accum * a.max_seq_len;
+  if (world_size > 1) {
+    spdlog::info("threads {} per process, device {}, global batch {} processes x {} sequences x {} micro-batches "
+                 "x {} tokens = {} tokens/step", job.threads, m.device().str(), world_size, job.train.batch_size,
+                 job.train.grad_accum, a.max_seq_len, tokens);
+  } else {
+    spdlog::info("threads {}, device {}, effective batch {} x {} micro-batches x {} tokens = {} tokens/step",
+                 job.threads, m.device().str(), job.train.batch_size, job.train.grad_accum, a.max_seq_len, tokens);
+  }
+}
+
+model::Gpt build_model(const TrainJob& job, const RunData& data, const torch::Device& device, c10::ScalarType dtype) {
+  model::GptConfig arch = job.model;
+  arch.vocab_size = data.tokenizer.vocab_size();
+  torch::manual_seed(job.seed);
+  model::Gpt model(arch);
+  model->train();
+  if (!job.init_from.empty() && job.resume_from.empty()) {
+    // An untied model started from a tied checkpoint takes its head from the token table (untie_head).
+    checkpoint::load_weights(*model, job.init_from, /*head_from_tok_emb=*/!arch.tie_embeddings);
+    spdlog::info("fine-tuning from {}; optimizer state starts fresh, with this config's warmup and schedule",
+                 job.init_from.string());
+  }
+  model->to(device);
+  model->set_compute_dtype(dtype);
+  return model;
+}
+
+std::unique_ptr<torch::optim::AdamW> build_optimizer(const TrainJob& job, const DecayGroups& groups,
+                                                     const Freezer& freezer) {
+  if (!freezer.unfrozen_later().empty()) {
+    spdlog::info("unfreeze_embeddings_after {}: {} frozen for steps 1-{}, then trained at {} x lr with fresh AdamW state",
+                 job.unfreeze_after, util::join(freezer.unfrozen_later(), ", "), job.unfreeze_after,
+                 job.embedding_lr_scale);
+  }
+  if (!groups.embedding.empty() && job.embedding_lr_scale != 1.0) {
+    spdlog::info("embedding lr scale {}: {} at {} x lr", job.embedding_lr_scale,
+                 util::join(groups.embedding_names, ", "), job.embedding_lr_scale);
+  }
+  return make_adamw(groups, job.train);
+}
+
+checkpoint::TrainerState restore(const TrainJob& job, const RunData& data, model::GptImpl& model,
+                                 torch::optim::AdamW& opt, int world_size) {
+  checkpoint::TrainerState state;
+  if (!job.resume_from.empty()) {
+    state = checkpoint::read_trainer_state(job.resume_from);
+    check_data_identity(state.data, data.identity);
+    checkpoint::load_weights(model, job.resume_from);
+    checkpoint::load_optimizer(opt, model, job.resume_from);
+    checkpoint::restore_torch_rng_state(state.torch_rng_state);
+    spdlog::info("resumed from {} at step {} ({} tokens seen)", job.resume_from.string(), state.step,
+                 state.tokens_seen);
+  }
+  state.data = data.identity;
+  state.world_size = world_size;
+  return state;
+}
+
+}  // namespace lm::train

@@ -1,0 +1,34 @@
+// What a Trainer is built from: the model of a job (fresh, or a fine-tune's starting weights), its AdamW,
+// the state a resume restores, and the start-up summary in the log.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <memory>
+
+#include "checkpoint/checkpoint.h"
+#include "model/gpt.h"
+#include "train/finetune.h"
+#include "train/optimizer.h"
+#include "train/run_data.h"
+#include "train/train_job.h"
+
+namespace lm::train {
+
+/// A fresh model of the job's architecture (seeded, initialised on the CPU so a seed gives the same weights
+/// on every device), with a fine-tune's starting weights when not resuming, then moved to `device`.
+model::Gpt build_model(const TrainJob& job, const RunData& data, const torch::Device& device, c10::ScalarType dtype);
+
+/// AdamW over the decay groups, logging the fine-tune's unfreeze plan and embedding lr scale.
+std::unique_ptr<torch::optim::AdamW> build_optimizer(const TrainJob& job, const DecayGroups& groups,
+                                                     const Freezer& freezer);
+
+/// The trainer state to start from: a resumed run's (weights, AdamW moments and RNG restored too), or a
+/// fresh one. Either way it records the identity of this run's data and the world size.
+checkpoint::TrainerState restore(const TrainJob& job, const RunData& data, model::GptImpl& model,
+                                 torch::optim::AdamW& opt, int world_size);
+
+/// Parameters, embedding share, decay groups, threads, device and the batch per step.
+void log_model_summary(const model::GptImpl& m, const DecayGroups& g, const TrainJob& job, int world_size);
+
+}  // namespace lm::train
