@@ -64,6 +64,20 @@ Group::Group(const LaunchEnv& env, const DistConfig& cfg) : env_(env), cfg_(cfg)
   hb_store_ = connect_store(env, cfg, false);
   set("lmtrain/joined/" + std::to_string(rank()), std::to_string(::getpid()));
   heartbeat_ = std::thread([this] { heartbeat_loop(); });
+  try {
+    join_all();
+  } catch (...) {
+    stop_heartbeat();  // no destructor runs for a constructor that throws
+    throw;
+  }
+  spdlog::info("dist: rank {} of {} joined (Gloo, store {}, timeout {} s)", rank(), size(), store_name(env),
+               cfg.timeout_s);
+}
+
+// Every rank's arrival, checked by name within dist.timeout_s, then the Gloo process group.
+void Group::join_all() {
+  const LaunchEnv& env = env_;
+  const DistConfig& cfg = cfg_;
   const auto deadline = Clock::now() + std::chrono::seconds(cfg.timeout_s);
   std::vector<std::string> missing;
   do {
@@ -89,17 +103,19 @@ Group::Group(const LaunchEnv& env, const DistConfig& cfg) : env_(env), cfg_(cfg)
   } catch (const std::exception& e) {
     fail("joining the Gloo process group", e.what());
   }
-  spdlog::info("dist: rank {} of {} joined (Gloo, store {}, timeout {} s)", rank(), size(), store_name(env),
-               cfg.timeout_s);
 }
 
-Group::~Group() {
+void Group::stop_heartbeat() {
   {
     std::lock_guard<std::mutex> lock(hb_mutex_);
     hb_stop_ = true;
   }
   hb_cv_.notify_all();
   if (heartbeat_.joinable()) heartbeat_.join();
+}
+
+Group::~Group() {
+  stop_heartbeat();
   // After a failure a collective may still wait on a lost peer; the process is exiting, so do not wait for
   // it in the process group's destructor.
   if (failed_ && pg_) pg_.release();

@@ -69,7 +69,9 @@ class Group {
   [[noreturn]] void fail(const std::string& what, const std::string& cause);
 
  private:
+  void join_all();
   void heartbeat_loop();
+  void stop_heartbeat();
   std::vector<int> silent_ranks();
   void set(const std::string& key, const std::string& value);
   std::string get(const std::string& key);
