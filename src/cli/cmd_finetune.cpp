@@ -123,7 +123,7 @@ void add_finetune_commands(CLI::App& app, const util::Faults& faults) {
   ft->add_option("--resume", o->resume, "continue an interrupted fine-tune exactly: auto | PATH");
   ft->add_option("--device", o->device, "overrides run.device: auto | cpu | cuda | cuda:N");
   ft->add_flag("--overwrite", o->overwrite, "delete checkpoints of an earlier run in run.dir instead of refusing");
-  ft->add_option("--nproc", o->nproc, "run as N data-parallel processes on this machine")->check(CLI::Range(1, 1024));
+  add_nproc_option(ft, o->nproc);
   ft->callback([o, faults] {
     auto overrides = o->overrides;
     if (!o->device.empty()) overrides.push_back("run.device=" + o->device);  // checked like the key

@@ -70,8 +70,7 @@ void add_train_commands(CLI::App& app, const util::Faults& faults) {
                     "or a checkpoint/run directory");
   train->add_flag("--overwrite", o->overwrite, "delete checkpoints of an earlier run in run.dir instead of refusing to start");
   train->add_flag("--list-keys", o->list_keys, "print every config key with its meaning and exit");
-  train->add_option("--nproc", o->nproc, "run as N data-parallel processes on this machine (see README "
-                                         "\"More than one process\")")->check(CLI::Range(1, 1024));
+  add_nproc_option(train, o->nproc);
   train->add_flag("--dry-run", o->dry_run, "push one batch through the configured model, print every stage's shape, exit");
   train->callback([o, faults] {
     if (o->list_keys) {

@@ -38,6 +38,12 @@ inline CLI::Option* add_device_option(CLI::App* cmd, std::string& target) {
       ->capture_default_str();
 }
 
+/// The shared `--nproc N` option of `train` and `finetune` (a local launch, cli/run_process.cpp).
+inline CLI::Option* add_nproc_option(CLI::App* cmd, int& target) {
+  return cmd->add_option("--nproc", target, "run as N data-parallel processes on this machine (README \"More than one process\")")
+      ->check(CLI::Range(1, 1024));
+}
+
 /// Moves a loaded model to the device a `--device` spec names (resolved with util::resolve_device; throws
 /// ConfigError when it is not available) and returns whether it left the CPU (cmd_sample.cpp).
 bool move_to_device(model::GptImpl& model, const std::string& spec);

@@ -5,30 +5,24 @@
 namespace lm::dist {
 
 GradSync::GradSync(Group& group, const std::vector<torch::Tensor>& params) : group_(group) {
-  const int64_t cap = std::max<int64_t>(1, group.config().bucket_mb) * 1024 * 1024;
-  int64_t bytes = 0;
+  const int64_t cap = std::max<int64_t>(1, group.config().bucket_mb) * 1024 * 1024;  // bytes
   for (auto it = params.rbegin(); it != params.rend(); ++it) {  // gradients arrive roughly last layer first
     if (!it->requires_grad()) continue;
-    const int64_t n = it->numel() * static_cast<int64_t>(it->element_size());
-    if (buckets_.empty() || (bytes > 0 && bytes + n > cap)) {
+    const int64_t size = static_cast<int64_t>(it->element_size());
+    if (buckets_.empty() || (buckets_.back().numel > 0 && (buckets_.back().numel + it->numel()) * size > cap)) {
       buckets_.emplace_back();
-      bytes = 0;
     }
     Bucket& b = buckets_.back();
-    slots_.push_back({*it, buckets_.size() - 1, bytes / static_cast<int64_t>(it->element_size())});
+    slots_.push_back({*it, buckets_.size() - 1, b.numel, torch::Tensor(), false});
+    b.numel += it->numel();
     ++b.expected;
-    bytes += n;
   }
-  // Flat buffers: a bucket holds parameters of one dtype and device (all of lmtrain's are fp32 on one
-  // device), sized by its slots.
-  std::vector<int64_t> numel(buckets_.size(), 0);
-  for (auto& s : slots_) numel[s.bucket] = std::max(numel[s.bucket], s.offset + s.param.numel());
-  for (size_t i = 0; i < buckets_.size(); ++i) {
-    buckets_[i].flat = torch::zeros({numel[i]}, slots_.front().param.options().requires_grad(false));
-  }
-  seen_.assign(slots_.size(), false);
+  // A bucket holds parameters of one dtype and device: all of lmtrain's are fp32 on one device.
+  for (auto& b : buckets_) b.flat = torch::zeros({b.numel}, slots_.front().param.options().requires_grad(false));
   for (size_t i = 0; i < slots_.size(); ++i) {
-    hook_ids_.push_back(slots_[i].param.register_hook([this, i](const torch::Tensor& g) {
+    Slot& s = slots_[i];
+    s.grad = buckets_[s.bucket].flat.narrow(0, s.offset, s.param.numel()).view_as(s.param);
+    hook_ids_.push_back(s.param.register_hook([this, i](const torch::Tensor& g) {
       on_grad(i, g);
       return torch::Tensor();  // the gradient itself is left unchanged
     }));
@@ -41,24 +35,23 @@ GradSync::~GradSync() {
 
 void GradSync::arm() {
   armed_ = true;
-  std::fill(seen_.begin(), seen_.end(), false);
+  for (auto& s : slots_) s.seen = false;
   for (auto& b : buckets_) b.ready = 0;
 }
 
 // Called by autograd with this micro-batch's gradient of one parameter, before it is added to .grad:
 // the bucket slot receives .grad (earlier micro-batches) + this gradient, the value .grad will hold.
 void GradSync::on_grad(size_t i, const torch::Tensor& grad) {
-  if (!armed_ || seen_[i]) return;
-  seen_[i] = true;
   Slot& s = slots_[i];
-  Bucket& b = buckets_[s.bucket];
-  auto view = b.flat.narrow(0, s.offset, s.param.numel()).view_as(s.param);
+  if (!armed_ || s.seen) return;
+  s.seen = true;
   const torch::Tensor& acc = s.param.grad();
   if (acc.defined()) {
-    torch::add_out(view, acc, grad);
+    torch::add_out(s.grad, acc, grad);
   } else {
-    view.copy_(grad);
+    s.grad.copy_(grad);
   }
+  Bucket& b = buckets_[s.bucket];
   if (++b.ready == b.expected && group_.config().overlap) launch(b);
 }
 
@@ -66,14 +59,12 @@ void GradSync::launch(Bucket& b) { b.work = group_.allreduce_async(b.flat); }
 
 double GradSync::finish() {
   const auto t0 = util::Clock::now();
-  for (size_t i = 0; i < slots_.size(); ++i) {
-    if (seen_[i]) continue;  // a parameter the loss did not reach: its accumulated gradient, or zero
-    Slot& s = slots_[i];
-    auto view = buckets_[s.bucket].flat.narrow(0, s.offset, s.param.numel()).view_as(s.param);
+  for (auto& s : slots_) {
+    if (s.seen) continue;  // a parameter the loss did not reach: its accumulated gradient, or zero
     if (s.param.grad().defined()) {
-      view.copy_(s.param.grad());
+      s.grad.copy_(s.param.grad());
     } else {
-      view.zero_();
+      s.grad.zero_();
     }
   }
   for (auto& b : buckets_) {
@@ -85,11 +76,10 @@ double GradSync::finish() {
     b.flat.div_(static_cast<double>(group_.size()));
   }
   for (auto& s : slots_) {
-    auto avg = buckets_[s.bucket].flat.narrow(0, s.offset, s.param.numel()).view_as(s.param);
     if (s.param.grad().defined()) {
-      s.param.mutable_grad().copy_(avg);
+      s.param.mutable_grad().copy_(s.grad);
     } else {
-      s.param.mutable_grad() = avg.clone();
+      s.param.mutable_grad() = s.grad.clone();
     }
   }
   armed_ = false;

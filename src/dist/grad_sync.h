@@ -38,10 +38,13 @@ class GradSync {
   struct Slot {
     torch::Tensor param;
     size_t bucket = 0;
-    int64_t offset = 0;
+    int64_t offset = 0;   ///< first element in its bucket's flat buffer
+    torch::Tensor grad;   ///< the param-shaped view of the flat buffer at `offset`
+    bool seen = false;    ///< its hook ran in the armed backward pass
   };
   struct Bucket {
     torch::Tensor flat;  ///< (numel,) gradients of its parameters, back to back
+    int64_t numel = 0;
     size_t expected = 0, ready = 0;
     c10::intrusive_ptr<c10d::Work> work;
   };
@@ -53,7 +56,6 @@ class GradSync {
   std::vector<Bucket> buckets_;
   std::vector<unsigned> hook_ids_;
   bool armed_ = false;
-  std::vector<bool> seen_;  ///< per slot: its hook ran in the armed backward pass
 };
 
 }  // namespace lm::dist

@@ -76,25 +76,15 @@ Group::Group(const LaunchEnv& env, const DistConfig& cfg) : env_(env), cfg_(cfg)
 
 // Every rank's arrival, checked by name within dist.timeout_s, then the Gloo process group.
 void Group::join_all() {
-  const LaunchEnv& env = env_;
-  const DistConfig& cfg = cfg_;
-  const auto deadline = Clock::now() + std::chrono::seconds(cfg.timeout_s);
-  std::vector<std::string> missing;
-  do {
-    missing.clear();
-    for (int r = 0; r < size(); ++r) {
-      if (!store_->check({"lmtrain/joined/" + std::to_string(r)})) missing.push_back(std::to_string(r));
-    }
-    if (!missing.empty()) std::this_thread::sleep_for(20ms);
-  } while (!missing.empty() && Clock::now() < deadline);
+  const auto missing = ranks_missing("lmtrain/joined/", "joining");
   if (!missing.empty()) {
     failed_ = true;
     throw DistributedError("[dist] rank(s) " + util::join(missing, ", ") + " of " + std::to_string(size()) +
-                           " never joined within dist.timeout_s = " + std::to_string(cfg.timeout_s) +
-                           " s (store " + store_name(env) + "). Hint: start every rank with the same "
+                           " never joined within dist.timeout_s = " + std::to_string(cfg_.timeout_s) +
+                           " s (store " + store_name(env_) + "). Hint: start every rank with the same "
                            "MASTER_ADDR, MASTER_PORT and WORLD_SIZE.");
   }
-  auto opts = c10d::ProcessGroupGloo::Options::create(std::chrono::seconds(cfg.timeout_s));
+  auto opts = c10d::ProcessGroupGloo::Options::create(std::chrono::seconds(cfg_.timeout_s));
   const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");  // the variable torch.distributed reads
   opts->devices.push_back(gloo_device(ifname ? ifname : ""));
   opts->threads = 2;
@@ -188,16 +178,6 @@ void Group::wait(const c10::intrusive_ptr<c10d::Work>& work, const std::string& 
   }
 }
 
-void Group::barrier(const std::string& what) {
-  try {
-    wait(pg_->barrier(), what);
-  } catch (const DistributedError&) {
-    throw;
-  } catch (const std::exception& e) {
-    fail(what, e.what());
-  }
-}
-
 void Group::set(const std::string& key, const std::string& value) {
   try {
     store_->set(key, bytes(value));
@@ -270,26 +250,31 @@ void Group::leave() {
   }
 }
 
+// The ranks r for which `base`<r> is still not in the store after dist.timeout_s (none: all arrived).
+std::vector<std::string> Group::ranks_missing(const std::string& base, const std::string& what) {
+  const auto deadline = Clock::now() + std::chrono::seconds(cfg_.timeout_s);
+  std::vector<std::string> missing;
+  try {
+    do {
+      missing.clear();
+      for (int r = 0; r < size(); ++r) {
+        if (!store_->check({base + std::to_string(r)})) missing.push_back(std::to_string(r));
+      }
+      if (!missing.empty()) std::this_thread::sleep_for(5ms);
+    } while (!missing.empty() && Clock::now() < deadline);
+  } catch (const std::exception& e) {
+    fail(what, e.what());
+  }
+  return missing;
+}
+
 std::vector<std::string> Group::all_gather(const std::string& key, const std::string& value) {
   const std::string base = "lmtrain/gather/" + key + "/";
   set(base + std::to_string(rank()), value);
+  const auto missing = ranks_missing(base, "gathering " + key);
+  if (!missing.empty()) fail("gathering " + key, "rank(s) " + util::join(missing, ", ") + " did not answer");
   std::vector<std::string> out;
-  for (int r = 0; r < size(); ++r) {
-    const std::string k = base + std::to_string(r);
-    const auto deadline = Clock::now() + std::chrono::seconds(cfg_.timeout_s);
-    for (;;) {
-      bool there = false;
-      try {
-        there = store_->check({k});
-      } catch (const std::exception& e) {
-        fail("gathering " + key, e.what());
-      }
-      if (there) break;
-      if (Clock::now() > deadline) fail("gathering " + key, "rank " + std::to_string(r) + " did not answer");
-      std::this_thread::sleep_for(5ms);
-    }
-    out.push_back(get(k));
-  }
+  for (int r = 0; r < size(); ++r) out.push_back(get(base + std::to_string(r)));
   return out;
 }
 

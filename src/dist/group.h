@@ -48,8 +48,6 @@ class Group {
   c10::intrusive_ptr<c10d::Work> allreduce_async(torch::Tensor& t);
   /// Waits for a started collective. Throws DistributedError naming the lost rank(s) when it failed.
   void wait(const c10::intrusive_ptr<c10d::Work>& work, const std::string& what);
-  /// Every rank reaches this point. Throws DistributedError.
-  void barrier(const std::string& what);
 
   /// Work only rank 0 does, which the others wait for without a time limit while rank 0's heartbeat goes
   /// on: rank 0 runs `fn` and publishes its result (or its error's exit code and message); every rank
@@ -76,6 +74,7 @@ class Group {
   void set(const std::string& key, const std::string& value);
   std::string get(const std::string& key);
   void wait_for_key(const std::string& key, const std::string& what);
+  std::vector<std::string> ranks_missing(const std::string& base, const std::string& what);
 
   LaunchEnv env_;
   DistConfig cfg_;

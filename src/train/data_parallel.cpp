@@ -4,6 +4,7 @@
 
 #include <csignal>
 
+#include "checkpoint/tensor_files.h"
 #include "util/errors.h"
 #include "util/hash.h"
 #include "util/signals.h"
@@ -11,15 +12,8 @@
 namespace lm::train {
 namespace {
 
-// SHA-256 over every parameter's bytes, in registration order.
-std::string weights_digest(const model::GptImpl& m) {
-  std::string per_tensor;
-  for (const auto& p : m.parameters()) {
-    auto t = p.detach().cpu().contiguous();
-    per_tensor += util::sha256_hex(std::string_view(static_cast<const char*>(t.data_ptr()), t.nbytes()));
-  }
-  return util::sha256_hex(per_tensor);
-}
+// The SHA-256 a checkpoint's manifest would give model.safetensors for these weights.
+std::string weights_digest(const model::GptImpl& m) { return util::sha256_hex(checkpoint::weights_bytes(m)); }
 
 }  // namespace
 
@@ -45,17 +39,19 @@ void DataParallel::before_last_backward() {
 }
 
 StepAgreement DataParallel::after_backward(double local_loss) {
+  if (!group_) return {local_loss, 0.0};
   const int local_signal = util::stop_signal();
-  if (!group_) return {local_loss, local_signal, 0.0};
   StepAgreement a;
   a.comm_seconds = sync_->finish();
   auto v = torch::tensor({local_loss, local_signal == SIGINT ? 1.0 : 0.0, local_signal == SIGTERM ? 1.0 : 0.0},
                          torch::kFloat64);
   group_->allreduce_sum(v);
   a.loss = v[0].item<double>() / static_cast<double>(group_->size());
-  a.signal = v[2].item<double>() > 0 ? SIGTERM : (v[1].item<double>() > 0 ? SIGINT : 0);
+  agreed_signal_ = v[2].item<double>() > 0 ? SIGTERM : (v[1].item<double>() > 0 ? SIGINT : 0);
   return a;
 }
+
+int DataParallel::stop_signal() const { return group_ ? agreed_signal_ : util::stop_signal(); }
 
 void DataParallel::on_root(const std::string& key, const std::function<void()>& fn) {
   if (!group_) return fn();

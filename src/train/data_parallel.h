@@ -21,7 +21,6 @@ namespace lm::train {
 /// What the ranks agreed on after a step's backward pass.
 struct StepAgreement {
   double loss = 0.0;         ///< mean training loss over every rank's sequences
-  int signal = 0;            ///< SIGTERM if any rank got one, else SIGINT if any did, else 0
   double comm_seconds = 0.0; ///< waiting for gradient all-reduces after the backward pass
 };
 
@@ -41,6 +40,9 @@ class DataParallel {
   void before_last_backward();
   /// After the backward passes: averages the gradients, agrees on the loss and on stop signals.
   StepAgreement after_backward(double local_loss);
+  /// The stop signal to act on at the end of a step: SIGTERM if any rank had one at the last agreement,
+  /// else SIGINT if any did, else 0. One process: the signal received so far (util::stop_signal).
+  int stop_signal() const;
   /// The set of trainable parameters changed (a fine-tune unfroze the embeddings): hook them anew.
   void retrack();
 
@@ -54,6 +56,7 @@ class DataParallel {
   dist::Group* group_;
   model::GptImpl& model_;
   std::unique_ptr<dist::GradSync> sync_;
+  int agreed_signal_ = 0;
 };
 
 }  // namespace lm::train

@@ -43,22 +43,22 @@ class Trainer {
  public:
   Trainer(const TrainJob& job, RunData data, const torch::Device& device, c10::ScalarType dtype)
       : job_(job),
-        world_(job.group ? job.group->size() : 1),
         data_(std::move(data)),
         model_(build_model(job, data_, device, dtype)),
         freezer_(*model_, job.freeze, job.unfreeze, job.unfreeze_after),
         groups_(split_decay_groups(*model_, job.embedding_lr_scale, freezer_.unfrozen_later())),
         opt_(build_optimizer(job, groups_, freezer_)),
-        state_(restore(job, data_, *model_, *opt_, world_)),
+        state_(restore(job, data_, *model_, *opt_)),
         dp_(job.group, *model_),  // after the resume load: rank 0's weights are broadcast
         first_step_(state_.step),
-        batcher_(data_.train, job.train.batch_size, model_->config().max_seq_len, job.seed, dp_.rank(), world_),
+        batcher_(data_.train, job.train.batch_size, model_->config().max_seq_len, job.seed, dp_.rank(),
+                 dp_.world_size()),
         params_(groups_.all()),
         metrics_(dp_.is_root() ? job.run_dir / "metrics.jsonl" : fs::path(), state_.step),
         progress_(dp_.is_root()),
         last_ckpt_(job.resume_from) {
     freezer_.start(*model_, first_step_);  // after any resume load: these are the values to prove
-    log_model_summary(*model_, groups_, job_, world_);
+    log_model_summary(*model_, groups_, job_, dp_.world_size());
     spdlog::info("data: train {} tokens, val {} tokens", data_.train.size(), data_.val.size());
     batcher_.set_cursor(state_.data_cursor);
     run_start_ = window_start_ = Clock::now();  // tokens/s counts the steps only
@@ -97,7 +97,6 @@ class Trainer {
     }
     const StepAgreement agreed = dp_.after_backward(local);
     const double loss = agreed.loss;
-    agreed_signal_ = agreed.signal;
     window_comm_s_ += agreed.comm_seconds;
     const double clip = job_.train.grad_clip > 0 ? job_.train.grad_clip : std::numeric_limits<double>::infinity();
     const double grad_norm = torch::nn::utils::clip_grad_norm_(params_, clip);
@@ -135,7 +134,7 @@ class Trainer {
   // Counts the step, redraws the progress line, and every log_every steps (and at the last) logs the mean
   // loss of the window and appends it to metrics.jsonl.
   void record_step(double loss, double lr, double grad_norm) {
-    const int64_t tokens_per_step = world_ * job_.train.batch_size * job_.train.grad_accum * model_->config().max_seq_len;
+    const int64_t tokens_per_step = dp_.world_size() * job_.train.batch_size * job_.train.grad_accum * model_->config().max_seq_len;
     state_.step += 1;
     state_.tokens_seen += tokens_per_step;
     state_.data_cursor = batcher_.cursor();
@@ -186,6 +185,7 @@ class Trainer {
 
   fs::path save(const std::string& name, bool update_latest) {
     state_.data_cursor = batcher_.cursor();
+    state_.world_size = dp_.world_size();
     state_.torch_rng_state = checkpoint::torch_rng_state_hex();
     checkpoint::SaveRequest req{model_.get(), opt_.get(), state_, job_.config_yaml, data_.paths.tokenizer,
                                 update_latest, job_.faults};
@@ -217,7 +217,7 @@ class Trainer {
   // SIGINT/SIGTERM arrived during the step (on any rank: the agreement after the backward pass): save
   // (unless this step just did) and stop, every rank with the same exit code.
   void stop_if_signalled(bool saved) {
-    const int sig = dp_.active() ? agreed_signal_ : util::stop_signal();
+    const int sig = dp_.stop_signal();
     if (sig == 0) return;
     if (!saved) save_step_checkpoint(true);
     throw Interrupted(util::exit_code_for_signal(sig),
@@ -251,7 +251,6 @@ class Trainer {
   }
 
   const TrainJob& job_;
-  const int world_;  ///< processes in the run (1 without a process group)
   RunData data_;
   model::Gpt model_;
   Freezer freezer_;
@@ -268,7 +267,6 @@ class Trainer {
   Clock::time_point run_start_, window_start_;  ///< for tokens/s of this process
   int64_t window_steps_ = 0;
   double window_comm_s_ = 0.0;  ///< all-reduce waits since the last log line
-  int agreed_signal_ = 0;       ///< the stop signal the ranks agreed on after the last backward pass
 };
 
 }  // namespace
@@ -283,21 +281,16 @@ TrainResult run_training(const TrainJob& job) {
   if (job.deterministic) util::use_deterministic_algorithms();
   spdlog::info("device {}, precision {}{}", util::describe_device(device), util::precision_name(dtype),
                job.deterministic ? ", deterministic algorithms" : "");
+  util::install_stop_handlers();
   // Rank 0 checks the start, makes the tokenizer and token files and writes config.yaml; the other ranks
   // wait for it (as long as it takes) and then open the same files.
   auto prepare = [&] {
     check_run_start(job);  // before any tensor is loaded or file written
-    util::install_stop_handlers();
     prepare_run_data(job);
     util::atomic_write_file(job.run_dir / "config.yaml", job.config_yaml);
     return std::string();
   };
-  if (job.group) {
-    util::install_stop_handlers();
-    job.group->on_root("prepare", prepare);
-  } else {
-    prepare();
-  }
+  job.group ? job.group->on_root("prepare", prepare) : prepare();
   Trainer trainer(job, RunData(job.run_dir), device, dtype);
   return trainer.run();
 }

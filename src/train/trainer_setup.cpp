@@ -27,14 +27,12 @@ void log_model_summary(const model::GptImpl& m, const DecayGroups& g, const Trai
                  g.embedding_numel, g.embedding_lr_scale, util::join(g.embedding_names, ", "));
   }
   const int64_t tokens = world_size * job.train.batch_size * job.train.grad_accum * a.max_seq_len;
-  if (world_size > 1) {
-    spdlog::info("threads {} per process, device {}, global batch {} processes x {} sequences x {} micro-batches "
-                 "x {} tokens = {} tokens/step", job.threads, m.device().str(), world_size, job.train.batch_size,
-                 job.train.grad_accum, a.max_seq_len, tokens);
-  } else {
-    spdlog::info("threads {}, device {}, effective batch {} x {} micro-batches x {} tokens = {} tokens/step",
-                 job.threads, m.device().str(), job.train.batch_size, job.train.grad_accum, a.max_seq_len, tokens);
-  }
+  const std::string batch = world_size > 1 ? fmt::format("global batch {} processes x {} sequences", world_size,
+                                                         job.train.batch_size)
+                                           : fmt::format("effective batch {}", job.train.batch_size);
+  spdlog::info("threads {}{}, device {}, {} x {} micro-batches x {} tokens = {} tokens/step", job.threads,
+               world_size > 1 ? " per process" : "", m.device().str(), batch, job.train.grad_accum, a.max_seq_len,
+               tokens);
 }
 
 model::Gpt build_model(const TrainJob& job, const RunData& data, const torch::Device& device, c10::ScalarType dtype) {
@@ -69,7 +67,7 @@ std::unique_ptr<torch::optim::AdamW> build_optimizer(const TrainJob& job, const 
 }
 
 checkpoint::TrainerState restore(const TrainJob& job, const RunData& data, model::GptImpl& model,
-                                 torch::optim::AdamW& opt, int world_size) {
+                                 torch::optim::AdamW& opt) {
   checkpoint::TrainerState state;
   if (!job.resume_from.empty()) {
     state = checkpoint::read_trainer_state(job.resume_from);
@@ -81,7 +79,6 @@ checkpoint::TrainerState restore(const TrainJob& job, const RunData& data, model
                  state.tokens_seen);
   }
   state.data = data.identity;
-  state.world_size = world_size;
   return state;
 }
 

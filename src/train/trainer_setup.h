@@ -24,9 +24,9 @@ std::unique_ptr<torch::optim::AdamW> build_optimizer(const TrainJob& job, const 
                                                      const Freezer& freezer);
 
 /// The trainer state to start from: a resumed run's (weights, AdamW moments and RNG restored too), or a
-/// fresh one. Either way it records the identity of this run's data and the world size.
+/// fresh one. Either way it records the identity of this run's data.
 checkpoint::TrainerState restore(const TrainJob& job, const RunData& data, model::GptImpl& model,
-                                 torch::optim::AdamW& opt, int world_size);
+                                 torch::optim::AdamW& opt);
 
 /// Parameters, embedding share, decay groups, threads, device and the batch per step.
 void log_model_summary(const model::GptImpl& m, const DecayGroups& g, const TrainJob& job, int world_size);
