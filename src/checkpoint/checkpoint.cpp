@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
-#include <nlohmann/json.hpp>
 #include <chrono>
+#include <csignal>
+#include <set>
 #include <sstream>
 #include <thread>
+
+#include <nlohmann/json.hpp>
 
 #include "checkpoint/tensor_files.h"
 #include "util/errors.h"
@@ -75,7 +78,18 @@ json read_json(const fs::path& p) {
   }
 }
 
+// A single path component: what a manifest entry or `latest` may name.
+bool plain_name(const std::string& n) {
+  return !n.empty() && n != "." && n != ".." && n.find('/') == std::string::npos && n.find('\0') == std::string::npos;
+}
+
 }  // namespace
+
+// ". Hint: pass RUN/step_N, the newest" when the run directory holds checkpoints.
+static std::string newest_hint(const fs::path& run_dir) {
+  auto all = list_checkpoints(run_dir);
+  return all.empty() ? "" : ". Hint: pass " + all.back().string() + ", the newest checkpoint there";
+}
 
 std::string step_name(int64_t step) {
   char buf[32];
@@ -88,6 +102,10 @@ static void verify_files(const fs::path& dir, const json& m);
 fs::path save_checkpoint(const fs::path& run_dir, const std::string& name, const SaveRequest& req) {
   fs::path final_dir = run_dir / name;
   fs::path tmp = run_dir / (name + "." + util::temp_suffix());
+  // Test builds: die here the way a power cut or kill -9 would (util/faults.h).
+  auto maybe_die = [&](const char* phase) {
+    if (!req.faults.kill_save.empty() && req.faults.kill_save == name + ":" + phase) ::raise(SIGKILL);
+  };
   try {
     fs::create_directories(tmp);
     std::vector<std::pair<std::string, std::string>> files;
@@ -106,9 +124,11 @@ fs::path save_checkpoint(const fs::path& run_dir, const std::string& name, const
       util::write_file_synced(tmp / fname, bytes);
       manifest["files"].push_back({{"name", fname}, {"bytes", bytes.size()}, {"sha256", util::sha256_hex(bytes)}});
       if (req.faults.save_pause_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(req.faults.save_pause_ms));
+      maybe_die("file");
     }
     util::write_file_synced(tmp / "manifest.json", manifest.dump(2) + "\n");
     util::fsync_dir(tmp);
+    maybe_die("manifest");
     // Replacing (e.g. `best`): move the old one aside first, so a crash leaves one of the two intact.
     fs::path old = run_dir / (name + ".old-" + util::temp_suffix());
     const bool had_old = fs::exists(final_dir);
@@ -120,11 +140,13 @@ fs::path save_checkpoint(const fs::path& run_dir, const std::string& name, const
       throw SaveError("[checkpoint] cannot rename '" + tmp.string() + "' into place");
     }
     util::fsync_dir(run_dir);
+    maybe_die("renamed");
     if (had_old) {
       std::error_code ec;
       fs::remove_all(old, ec);  // committed already; a leftover is cleaned by the next resume
     }
     if (req.update_latest) util::atomic_write_file(run_dir / "latest", name + "\n");
+    maybe_die("latest");
   } catch (const std::exception& e) {
     std::error_code ec;
     fs::remove_all(tmp, ec);
@@ -153,8 +175,15 @@ static void verify_files(const fs::path& dir, const json& m) {
     throw CheckpointError("[checkpoint] format version: expected " + std::to_string(kFormatVersion) + ", got " +
                           m.value("format_version", json(-1)).dump());
   }
+  std::set<std::string> listed;
   for (const auto& f : m.at("files")) {
-    fs::path p = dir / f.at("name").get<std::string>();
+    const std::string name = f.at("name").get<std::string>();
+    if (!plain_name(name)) {
+      throw CheckpointError("[checkpoint] manifest of '" + dir.string() + "' names '" + name +
+                            "': expected a file name inside the checkpoint (no '/', '..' or absolute path)");
+    }
+    listed.insert(name);
+    fs::path p = dir / name;
     if (!fs::is_regular_file(p)) throw CheckpointError("[checkpoint] file missing: expected " + p.string());
     auto size = fs::file_size(p);
     if (size != f.at("bytes").get<uint64_t>()) {
@@ -165,6 +194,17 @@ static void verify_files(const fs::path& dir, const json& m) {
       throw CheckpointError("[checkpoint] SHA-256 of " + p.string() + " does not match the manifest");
     }
   }
+  // Every file that loading reads must be covered by a hash.
+  for (const char* need : {"arch.json", "trainer_state.json", "config.yaml", "tokenizer.model"}) {
+    if (!listed.count(need)) {
+      throw CheckpointError("[checkpoint] manifest of '" + dir.string() + "' does not list " + need +
+                            ": expected every file of the checkpoint with its size and SHA-256");
+    }
+  }
+  if (!listed.count("model.safetensors") && !listed.count("model.pt")) {
+    throw CheckpointError("[checkpoint] manifest of '" + dir.string() +
+                          "' lists no weights: expected model.safetensors (or model.pt of older checkpoints)");
+  }
 }
 
 fs::path resolve_checkpoint(const fs::path& path) {
@@ -172,10 +212,24 @@ fs::path resolve_checkpoint(const fs::path& path) {
   if (fs::is_regular_file(path / "latest")) {
     std::string name = util::read_file(path / "latest", "latest pointer");
     while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
+    if (!plain_name(name)) {
+      throw CheckpointError("[checkpoint] " + (path / "latest").string() + " names '" + name +
+                            "': expected the name of a checkpoint inside the run directory");
+    }
+    if (!fs::is_directory(path / name)) {
+      throw CheckpointError("[checkpoint] " + (path / "latest").string() + " names '" + name +
+                            "', which does not exist: expected a checkpoint directory" + newest_hint(path));
+    }
     return path / name;
   }
+  if (!fs::is_directory(path)) {
+    throw CheckpointError("[checkpoint] no checkpoint at '" + path.string() + "': expected a checkpoint directory " +
+                          "(with manifest.json) or a run directory with `latest`, got " +
+                          (fs::exists(path) ? "a file" : "nothing"));
+  }
   throw CheckpointError("[checkpoint] no checkpoint at '" + path.string() +
-                        "': expected a checkpoint directory (with manifest.json) or a run directory with `latest`");
+                        "': expected a checkpoint directory (with manifest.json) or a run directory with `latest`" +
+                        newest_hint(path));
 }
 
 TrainerState read_trainer_state(const fs::path& dir) {

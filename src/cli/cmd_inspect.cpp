@@ -60,6 +60,7 @@ void print_probs(const ReadOpts& o) {
   auto ck = checkpoint::load_checkpoint(o.checkpoint);
   move_to_device(*ck.model, o.device);
   tokenizer::Tokenizer tok(ck.tokenizer_model);
+  warn_unknown_characters(tok, o.text, "--text");
   auto rows = inspect::teacher_forced(*ck.model, tok, sample::prompt_context(tok, o.text), o.k);
   if (o.json) {
     std::cout << inspect::probs_json(rows).dump(2) << "\n";

@@ -150,6 +150,7 @@ void run_sample(SampleOpts& o) {
   auto ck = checkpoint::load_checkpoint(o.checkpoint);
   if (!move_to_device(*ck.model, o.device)) model::pack_parameters_in_huge_pages(*ck.model);
   tokenizer::Tokenizer tok(ck.tokenizer_model);
+  warn_unknown_characters(tok, o.prompt, "prompt");
   int64_t dropped = 0;
   const auto context = sample::fit_prompt(sample::prompt_context(tok, o.prompt), ck.arch.max_seq_len, o.no_truncate, dropped);
   if (dropped > 0) {
@@ -164,6 +165,18 @@ void run_sample(SampleOpts& o) {
 }
 
 }  // namespace
+
+void warn_unknown_characters(const tokenizer::Tokenizer& tok, const std::string& text, const std::string& what) {
+  const auto unknown = tok.unknown_characters(text);
+  if (unknown.empty()) return;
+  std::vector<std::string> distinct;
+  for (const auto& c : unknown) {
+    if (std::find(distinct.begin(), distinct.end(), c) == distinct.end()) distinct.push_back(c);
+  }
+  spdlog::warn("{}: {} character{} the tokenizer does not know ({}) {} the unknown piece <unk> (id {})", what,
+               unknown.size(), unknown.size() == 1 ? "" : "s", util::join(distinct, " "),
+               unknown.size() == 1 ? "becomes" : "become", tok.unk_id());
+}
 
 bool move_to_device(model::GptImpl& model, const std::string& spec) {
   const torch::Device device = util::resolve_device(spec);
@@ -186,7 +199,9 @@ void add_sample_commands(CLI::App& app) {
   cmd->add_option("--generate", o->gen.max_new_tokens, "tokens to generate after the prompt (0 = table only)")
       ->capture_default_str();
   cmd->add_option("--temperature", o->gen.temperature, "sampling temperature; 0 = greedy")->capture_default_str();
-  cmd->add_option("--seed", o->gen.seed, "sampling seed; sample i uses seed+i (same seed, same text)")->capture_default_str();
+  cmd->add_option("--seed", o->gen.seed, "sampling seed; sample i uses seed+i (same seed, same text)")
+      ->capture_default_str()
+      ->check(kSeedValidator);
   cmd->add_option("-n,--num-samples", o->samples, "samples to draw from the prompt")->capture_default_str();
   cmd->add_flag("--stop-at-eos", o->stop_eos, "end a sample at the end-of-text (end-of-line) token");
   cmd->add_option("--stop", o->stops, "end a sample once its text contains this string (repeatable; not printed)");

@@ -49,7 +49,7 @@ void add_train_command(CLI::App* tokcmd) {
   };
   auto t = std::make_shared<TrainOpts>();
   auto* train = tokcmd->add_subcommand("train", "Train a tokenizer on a UTF-8 text file");
-  train->add_option("--input", t->input, "training text")->required()->check(CLI::ExistingFile);
+  train->add_option("--input", t->input, "training text")->required();
   train->add_option("--model", t->model, "output .model file (written only on success)")->required();
   train->add_option("--vocab-size", t->cfg.vocab_size, "vocabulary size")->capture_default_str()->check(CLI::Range(8, 1000000));
   train->add_option("--model-type", t->model_type, "bpe | unigram")->capture_default_str();

@@ -10,6 +10,9 @@
 namespace lm::model {
 class GptImpl;
 }
+namespace lm::tokenizer {
+class Tokenizer;
+}
 
 namespace lm::cli {
 
@@ -47,5 +50,18 @@ inline CLI::Option* add_nproc_option(CLI::App* cmd, int& target) {
 /// Moves a loaded model to the device a `--device` spec names (resolved with util::resolve_device; throws
 /// ConfigError when it is not available) and returns whether it left the CPU (cmd_sample.cpp).
 bool move_to_device(model::GptImpl& model, const std::string& spec);
+
+/// Warns, with a count and the distinct characters, when `text` (`what`: "prompt", "--text") holds characters
+/// the tokenizer does not know: they become its unknown piece (cmd_sample.cpp).
+void warn_unknown_characters(const tokenizer::Tokenizer& tok, const std::string& text, const std::string& what);
+
+/// The `--seed` check: digits only, so "-1" is refused instead of wrapping to 2^64-1.
+inline const CLI::Validator kSeedValidator(
+    [](std::string& s) {
+      return !s.empty() && s.size() <= 20 && s.find_first_not_of("0123456789") == std::string::npos
+                 ? std::string()
+                 : "expected an integer in [0, 2^64), got '" + s + "'";
+    },
+    "UINT64");
 
 }  // namespace lm::cli

@@ -1,9 +1,11 @@
 #include "config/config.h"
 
+#include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <limits>
+#include <map>
 
 #include "config/fields.h"
 #include "util/errors.h"
@@ -49,8 +51,23 @@ void apply_yaml(RunConfig& cfg, const YAML::Node& root, const std::string& origi
     errs.push_back(origin + ": expected a map of sections (run, data, tokenizer, model, train, checkpoint)");
     return;
   }
+  std::map<std::string, int> first_line;  // "section" and "section.key" -> line where it first appeared
+  auto duplicate = [&](const std::string& name, const YAML::Node& key) {
+    auto [it, fresh] = first_line.emplace(name, key.Mark().line + 1);
+    if (!fresh) {
+      errs.push_back("duplicate key '" + name + "'" + at(key.Mark(), origin) + ": expected each key once, first at line " +
+                     std::to_string(it->second));
+    }
+    return !fresh;
+  };
   for (const auto& sec : root) {
+    if (!sec.first.IsScalar()) {
+      errs.push_back("a key" + at(sec.first.Mark(), origin) + ": expected a section name, got a " +
+                     (sec.first.IsMap() ? "map" : sec.first.IsSequence() ? "list" : "null"));
+      continue;
+    }
     const std::string section = sec.first.as<std::string>();
+    if (duplicate(section, sec.first)) continue;
     if (!sec.second.IsMap()) {
       bool known = false;
       for (const auto& f : fields()) known = known || f.key.rfind(section + ".", 0) == 0;
@@ -65,7 +82,12 @@ void apply_yaml(RunConfig& cfg, const YAML::Node& root, const std::string& origi
       continue;
     }
     for (const auto& kv : sec.second) {
+      if (!kv.first.IsScalar()) {
+        errs.push_back("a key of '" + section + "'" + at(kv.first.Mark(), origin) + ": expected a key name");
+        continue;
+      }
       const std::string key = section + "." + kv.first.as<std::string>();
+      if (duplicate(key, kv.first)) continue;
       const Field* f = find_field(key);
       if (!f) {
         errs.push_back("unknown key '" + key + "'" + at(kv.first.Mark(), origin) + suggest(key));
@@ -152,6 +174,9 @@ RunConfig parse_config(const std::string& yaml_text, const std::string& origin, 
   YAML::Node root;
   try {
     root = YAML::Load(yaml_text);
+  } catch (const YAML::DeepRecursion& e) {  // yaml-cpp's own limit keeps the parser's stack bounded
+    throw ConfigError("[config] " + origin + " is nested too deeply: expected a map of sections with flat keys, got " +
+                      std::to_string(e.depth()) + " levels by line " + std::to_string(e.mark.line + 1));
   } catch (const YAML::Exception& e) {
     throw ConfigError("[config] " + origin + " is not valid YAML: " + e.what());
   }

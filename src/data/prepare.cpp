@@ -2,6 +2,7 @@
 
 #include <string_view>
 
+#include "tokenizer/corpus_text.h"
 #include "util/errors.h"
 #include "util/fs.h"
 #include "util/hash.h"
@@ -10,11 +11,7 @@ namespace lm::data {
 namespace fs = std::filesystem;
 
 TokenFileInfo prepare_corpus(const fs::path& corpus, const tokenizer::Tokenizer& tok, const fs::path& out) {
-  if (!fs::is_regular_file(corpus)) {
-    throw DataError("[prepare] corpus missing: expected a text file, got '" + corpus.string() +
-                    "'. Hint: run scripts/get_corpus.sh or fix the path.");
-  }
-  const std::string text = util::read_file(corpus, "corpus");
+  const std::string text = tokenizer::read_corpus(corpus, "corpus");
   const int32_t eos = tok.eos_id();
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3);
@@ -42,7 +39,8 @@ bool token_file_is_current(const fs::path& corpus, const tokenizer::Tokenizer& t
   if (!fs::is_regular_file(out) || !fs::is_regular_file(corpus)) return false;
   try {
     TokenFileInfo info = read_token_file_info(out);
-    return info.tokenizer_sha256 == tok.sha256() && info.source_sha256 == util::sha256_file(corpus);
+    return info.tokenizer_sha256 == tok.sha256() && info.vocab_size == static_cast<uint32_t>(tok.vocab_size()) &&
+           info.source_sha256 == util::sha256_file(corpus);
   } catch (const DataError&) {
     return false;
   }

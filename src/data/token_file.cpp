@@ -40,19 +40,24 @@ TokenFileInfo parse_header(const unsigned char* h, size_t file_bytes, const fs::
   TokenFileInfo info;
   info.version = get<uint32_t>(h, 8);
   if (info.version != kTokenFileVersion) {
-    throw bad("has format version " + std::to_string(info.version) + ", expected " +
-              std::to_string(kTokenFileVersion));
+    throw bad("has format version " + std::to_string(info.version) + ", expected " + std::to_string(kTokenFileVersion) +
+              (info.version > kTokenFileVersion ? " (written by a newer lmtrain)" : ""));
   }
   info.id_bytes = get<uint32_t>(h, 12);
-  if (info.id_bytes != 2 && info.id_bytes != 4) throw bad("has id width " + std::to_string(info.id_bytes));
   info.count = get<uint64_t>(h, 16);
   info.vocab_size = get<uint32_t>(h, 24);
+  const uint32_t width = info.vocab_size <= 65535 ? 2 : 4;
+  if (info.vocab_size == 0 || info.id_bytes != width) {
+    throw bad("has id width " + std::to_string(info.id_bytes) + " for vocab size " + std::to_string(info.vocab_size) +
+              ": expected a vocab size >= 1 and width " + std::to_string(width));
+  }
   info.tokenizer_sha256.assign(reinterpret_cast<const char*>(h + 32), 64);
   info.source_sha256.assign(reinterpret_cast<const char*>(h + 96), 64);
-  uint64_t expect = kTokenHeaderBytes + info.count * info.id_bytes;
-  if (file_bytes != expect) {
-    throw bad("is truncated or padded: expected " + std::to_string(expect) + " bytes, got " +
-              std::to_string(file_bytes));
+  // Compared as counts, not bytes, so that a huge count cannot wrap around to a matching size.
+  const uint64_t held = (file_bytes - kTokenHeaderBytes) / info.id_bytes;
+  if (info.count != held || (file_bytes - kTokenHeaderBytes) % info.id_bytes != 0) {
+    throw bad("is truncated or padded: its header says " + std::to_string(info.count) + " tokens, its size of " +
+              std::to_string(file_bytes) + " bytes holds " + std::to_string(held));
   }
   return info;
 }
@@ -122,6 +127,18 @@ TokenFile::TokenFile(const fs::path& path) : path_(path) {
     throw;
   }
   ids_ = static_cast<const unsigned char*>(map_) + kTokenHeaderBytes;
+  // One pass over the ids (a few ms for the King James Bible): an id outside the vocabulary would otherwise
+  // reach the embedding lookup as an out-of-range index.
+  for (uint64_t i = 0; i < info_.count; ++i) {
+    if (const int64_t id = at(i); id >= info_.vocab_size) {
+      const std::string where = path_.string();
+      ::munmap(map_, map_bytes_);
+      map_ = nullptr;
+      throw DataError("[data] token file '" + where + "' holds id " + std::to_string(id) + " at position " +
+                      std::to_string(i) + ": expected ids below its vocab size " + std::to_string(info_.vocab_size) +
+                      ". Hint: regenerate it with `lmtrain prepare`.");
+    }
+  }
 }
 
 TokenFile::~TokenFile() {

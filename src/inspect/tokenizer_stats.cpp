@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "inspect/params.h"
+#include "tokenizer/corpus_text.h"
 #include "tokenizer/tokenizer.h"
 #include "util/clock.h"
 #include "util/errors.h"
@@ -50,9 +51,7 @@ struct TempDir {
 }  // namespace
 
 StatsReport tokenizer_stats(const fs::path& corpus, const StatsOptions& opt) {
-  if (!fs::is_regular_file(corpus)) {
-    throw DataError("[tokenizer] stats corpus missing: expected a text file, got '" + corpus.string() + "'");
-  }
+  tokenizer::read_corpus(corpus, "stats corpus");
   std::ifstream in(corpus);
   std::vector<std::string> heldout;
   std::string sample, line;

@@ -34,7 +34,9 @@ torch::Tensor full_logits(model::GptImpl& model, const std::vector<int32_t>& win
 void check_options(const model::GptImpl& model, const GenerateOptions& opt, int64_t n) {
   auto bad = [](const std::string& what) { throw ConfigError("[sample] " + what); };
   if (n < 1) bad("samples: expected >= 1, got " + std::to_string(n));
-  if (opt.max_new_tokens < 0) bad("generate: expected >= 0 tokens, got " + std::to_string(opt.max_new_tokens));
+  if (opt.max_new_tokens < 0 || opt.max_new_tokens > kMaxNewTokens) {
+    bad("generate: expected 0.." + std::to_string(kMaxNewTokens) + " tokens, got " + std::to_string(opt.max_new_tokens));
+  }
   if (!(opt.temperature >= 0.0)) bad("temperature: expected >= 0, got " + std::to_string(opt.temperature));
   const int64_t V = model.config().vocab_size;
   if (opt.top_k < 0 || opt.top_k > V) bad("top-k: expected 0.." + std::to_string(V) + ", got " + std::to_string(opt.top_k));
@@ -42,6 +44,11 @@ void check_options(const model::GptImpl& model, const GenerateOptions& opt, int6
   if (opt.extend_positions && model.config().positions != model::Positions::kSinusoidal) {
     bad("extend positions: expected a model with sinusoidal positions; learned positions stop at max_seq_len=" +
         std::to_string(model.config().max_seq_len) + ". Hint: drop the flag; the window slides instead.");
+  }
+  if (opt.extend_positions && opt.max_new_tokens + model.config().max_seq_len > kMaxExtendedPositions) {
+    bad("generate with extended positions: expected at most " + std::to_string(kMaxExtendedPositions) +
+        " positions (every key and value is kept), got up to " +
+        std::to_string(opt.max_new_tokens + model.config().max_seq_len) + ". Hint: drop --extend-positions to slide.");
   }
 }
 

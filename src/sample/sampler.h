@@ -37,6 +37,11 @@ torch::Tensor next_token_probs(model::GptImpl& model, const std::vector<int32_t>
 /// The k most likely tokens, most likely first. REQUIRES: 1 <= k <= V.
 std::vector<TokenProb> top_k(const torch::Tensor& probs, int k, const tokenizer::Tokenizer& tok);
 
+/// Most tokens one sample may add (`--generate`), and most positions with `--extend-positions` (whose cache
+/// keeps every key and value). Larger requests are refused, not clamped.
+inline constexpr int64_t kMaxNewTokens = 1000000;
+inline constexpr int64_t kMaxExtendedPositions = 65536;
+
 /// Generation settings. Bad values are rejected (ConfigError), never clamped.
 struct GenerateOptions {
   int64_t max_new_tokens = 64;  ///< tokens to add; >= 0

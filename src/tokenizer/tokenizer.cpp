@@ -3,11 +3,13 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <mutex>
 
 #include <nlohmann/json.hpp>
 
+#include "tokenizer/corpus_text.h"
 #include "tokenizer/sp_bridge.h"
 #include "util/errors.h"
 #include "util/fs.h"
@@ -83,10 +85,7 @@ fs::path bridge_library_path() {
 
 void train_tokenizer(const fs::path& corpus, const fs::path& model_path, const TokenizerConfig& cfg,
                      int threads) {
-  if (!fs::is_regular_file(corpus)) {
-    throw DataError("[tokenizer] training corpus missing: expected a text file, got '" + corpus.string() +
-                    "'. Hint: run scripts/get_corpus.sh or fix data.train.");
-  }
+  read_corpus(corpus, "training corpus");  // refuses what SentencePiece would misread or report obscurely
   if (model_path.has_parent_path()) fs::create_directories(model_path.parent_path());
   // SentencePiece writes PREFIX.model and PREFIX.vocab; train under a temporary prefix and publish the
   // model by rename only after success, so a failed run leaves nothing behind.
@@ -128,10 +127,7 @@ void train_tokenizer(const fs::path& corpus, const fs::path& model_path, const T
 
 bool ensure_tokenizer(const fs::path& corpus, const fs::path& model_path, const TokenizerConfig& cfg,
                       int threads) {
-  if (!fs::is_regular_file(corpus)) {
-    throw DataError("[tokenizer] training corpus missing: expected a text file, got '" + corpus.string() +
-                    "'. Hint: run scripts/get_corpus.sh or fix data.train.");
-  }
+  check_corpus_file(corpus, "training corpus");
   const nlohmann::json want = {{"corpus_sha256", util::sha256_file(corpus)},
                                {"vocab_size", cfg.vocab_size},
                                {"model_type", to_string(cfg.model_type)},
@@ -219,6 +215,21 @@ std::string Tokenizer::piece(int32_t id) const {
 
 int32_t Tokenizer::piece_to_id(const std::string& piece) const { return bridge().piece_to_id(h_->p, piece.c_str()); }
 int32_t Tokenizer::unk_id() const { return bridge().special_id(h_->p, 0); }
+
+std::vector<std::string> Tokenizer::unknown_characters(std::string_view text) const {
+  std::vector<std::string> out;
+  const int32_t unk = unk_id();
+  for (size_t i = 0; i < text.size();) {
+    size_t n = 1;  // one UTF-8 code point (continuation bytes are 10xxxxxx)
+    while (i + n < text.size() && (static_cast<unsigned char>(text[i + n]) & 0xC0) == 0x80) ++n;
+    const std::string_view ch = text.substr(i, n);
+    i += n;
+    if (ch == " ") continue;
+    const auto ids = encode(ch);
+    if (std::find(ids.begin(), ids.end(), unk) != ids.end()) out.emplace_back(ch);
+  }
+  return out;
+}
 int32_t Tokenizer::eos_id() const { return bridge().special_id(h_->p, 2); }
 
 }  // namespace lm::tokenizer

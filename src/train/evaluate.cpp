@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cmath>
+#include <limits>
 
 #include "data/batcher.h"
 #include "dist/group.h"
@@ -11,7 +12,7 @@
 namespace lm::train {
 
 double evaluate(model::GptImpl& model, const data::TokenFile& file, int64_t batch_size, int64_t max_windows,
-                dist::Group* group) {
+                dist::Group* group, const std::function<bool()>& stop) {
   const int64_t T = model.config().max_seq_len;
   const int64_t total = data::eval_window_count(file, T);
   if (total == 0) {
@@ -29,6 +30,10 @@ double evaluate(model::GptImpl& model, const data::TokenFile& file, int64_t batc
   const int64_t begin = n * r / W, end = n * (r + 1) / W;
   double sum = 0.0;
   for (int64_t i = begin; i < end; i += batch_size) {
+    if (stop && stop()) {
+      model.train(was_training);
+      return std::numeric_limits<double>::quiet_NaN();
+    }
     const int64_t b = std::min(batch_size, end - i);
     auto batch = data::eval_batch(file, T, std::vector<int64_t>(windows.begin() + i, windows.begin() + i + b));
     auto loss = model.loss(batch.x, batch.y);  // mean over b*T tokens

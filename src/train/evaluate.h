@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include "checkpoint/checkpoint.h"
 #include "data/token_file.h"
@@ -18,9 +19,11 @@ namespace lm::train {
 /// Mean loss (nats/token) over up to `max_windows` windows spread evenly through the file (0 = all of
 /// them), `batch_size` windows per forward pass, in eval mode without gradients. With a `group`, every
 /// rank evaluates its share of the windows and all ranks return the same total mean.
-/// Throws DataError when the file holds fewer than max_seq_len + 1 tokens; DistributedError.
+/// `stop`, when given, is asked before each batch; once it says true, evaluate returns NaN at once (a
+/// signal during the final validation). Throws DataError when the file holds fewer than max_seq_len + 1
+/// tokens; DistributedError.
 double evaluate(model::GptImpl& model, const data::TokenFile& file, int64_t batch_size, int64_t max_windows,
-                dist::Group* group = nullptr);
+                dist::Group* group = nullptr, const std::function<bool()>& stop = nullptr);
 
 /// What a periodic validation decided.
 struct Validation {

@@ -2,6 +2,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include <chrono>
+#include <thread>
+
 #include "data/prepare.h"
 #include "tokenizer/tokenizer.h"
 #include "util/clock.h"
@@ -41,6 +44,9 @@ void ensure_run_tokenizer(const TrainJob& job, const fs::path& path) {
 void prepare_run_data(const TrainJob& job) {
   RunPaths paths(job.run_dir);
   fs::create_directories(job.run_dir);
+  // Test builds: a slow preparation, so that a test can signal during it (util/faults.h).
+  auto test_delay = [&] { std::this_thread::sleep_for(std::chrono::milliseconds(job.faults.prepare_delay_ms)); };
+  test_delay();
   ensure_run_tokenizer(job, paths.tokenizer);
   tokenizer::Tokenizer tok(paths.tokenizer);
   for (auto [text, bin] : {std::pair{job.train_text, paths.train_bin}, std::pair{job.val_text, paths.val_bin}}) {
@@ -48,6 +54,7 @@ void prepare_run_data(const TrainJob& job) {
       spdlog::info("prepare: {} is current", bin.string());
       continue;
     }
+    test_delay();
     const auto t0 = Clock::now();
     auto info = data::prepare_corpus(text, tok, bin);
     spdlog::info("prepare: {} -> {} ({} tokens, {}-byte ids, {:.1f}s)", text.string(), bin.string(), info.count,

@@ -95,6 +95,14 @@ class Trainer {
     if (state_.step + 1 == job_.faults.nan_step && (job_.faults.nan_rank < 0 || job_.faults.nan_rank == dp_.rank())) {
       local = poison_gradients();  // several ranks: the NaN loss reaches every rank through the agreement
     }
+    if (state_.step + 1 == job_.faults.inf_grad_step) {  // test builds: one Inf gradient, the loss stays finite
+      for (auto& p : params_) {
+        if (p.grad().defined()) {
+          p.grad().view(-1)[0].fill_(std::numeric_limits<float>::infinity());
+          break;
+        }
+      }
+    }
     const StepAgreement agreed = dp_.after_backward(local);
     const double loss = agreed.loss;
     window_comm_s_ += agreed.comm_seconds;
@@ -238,11 +246,28 @@ class Trainer {
     result.steps = state_.step;
     result.early_stopped = early_stopped;
     const auto t0 = Clock::now();
-    state_.last_val_loss = result.final_val_loss = evaluate(*model_, data_.val, job_.train.batch_size, 0, dp_.group());
+    spdlog::info("final validation over all {} windows of {} ...",
+                 data::eval_window_count(data_.val, model_->config().max_seq_len), data_.paths.val_bin.string());
+    // One process stops between batches on a signal; ranks of a multi-process run finish it together.
+    std::function<bool()> stop;
+    if (!dp_.active()) {
+      stop = [this] {
+        if (job_.faults.eval_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(job_.faults.eval_delay_ms));
+        return util::stop_signal() != 0;
+      };
+    }
+    const double loss = evaluate(*model_, data_.val, job_.train.batch_size, 0, dp_.group(), stop);
+    if (const int sig = util::stop_signal(); sig != 0 && !dp_.active()) {
+      save_step_checkpoint(true);  // the trained weights first; the checkpoint records no final validation
+      throw Interrupted(util::exit_code_for_signal(sig),
+                        "[train] stopped by " + std::string(util::signal_name(sig)) + " during the final validation " +
+                            "after step " + std::to_string(state_.step) + "; saved " + last_ckpt_.string() +
+                            " (no final validation loss). Hint: `lmtrain train ... --resume auto` runs it.");
+    }
+    state_.last_val_loss = result.final_val_loss = loss;
     metrics_.val(state_.step, result.final_val_loss, /*full=*/true);
-    spdlog::info("final validation over all {} windows of {}: loss {:.4f} nats/token, perplexity {:.2f} ({:.1f}s)",
-                 data::eval_window_count(data_.val, model_->config().max_seq_len), data_.paths.val_bin.string(),
-                 result.final_val_loss, std::exp(result.final_val_loss), seconds_since(t0));
+    spdlog::info("final validation: loss {:.4f} nats/token, perplexity {:.2f} ({:.1f}s)", result.final_val_loss,
+                 std::exp(result.final_val_loss), seconds_since(t0));
     save_step_checkpoint(true);
     result.checkpoint = last_ckpt_;
     freezer_.check_unchanged(*model_);

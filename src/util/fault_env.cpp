@@ -17,6 +17,10 @@ Faults faults_from_environment() {
   f.step_delay_ms = number("LMTRAIN_TEST_STEP_DELAY_MS");
   f.save_pause_ms = number("LMTRAIN_TEST_SAVE_PAUSE_MS");
   if (const char* v = std::getenv("LMTRAIN_TEST_FAIL_SAVE")) f.fail_save = v;
+  if (const char* v = std::getenv("LMTRAIN_TEST_KILL_SAVE")) f.kill_save = v;
+  f.inf_grad_step = number("LMTRAIN_TEST_INF_GRAD_STEP");
+  f.eval_delay_ms = number("LMTRAIN_TEST_EVAL_DELAY_MS");
+  f.prepare_delay_ms = number("LMTRAIN_TEST_PREPARE_DELAY_MS");
   return f;
 }
 

@@ -16,10 +16,17 @@ struct Faults {
   int64_t step_delay_ms = 0;  ///< sleep after each optimizer step, so a test can signal mid-run
   int64_t save_pause_ms = 0;  ///< sleep after each checkpoint file, so a test can kill -9 mid-save
   std::string fail_save;      ///< checkpoint name (e.g. "step_00000008") whose save fails like a full disk
+  int64_t eval_delay_ms = 0;  ///< sleep before each batch of the final validation, so a test can signal in it
+  int64_t prepare_delay_ms = 0;  ///< sleep before tokenizer training and before each corpus encoding
+  std::string kill_save;      ///< "NAME:PHASE": SIGKILL this process during the save of checkpoint NAME at PHASE
+                              ///< (file = after the first file, manifest = before the rename, renamed = before
+                              ///< `latest` is replaced, latest = after it)
+  int64_t inf_grad_step = 0;  ///< put +Inf into one gradient of this step (the loss stays finite); 0 = never
 };
 
-/// Test builds only. Reads LMTRAIN_TEST_NAN_STEP, LMTRAIN_TEST_NAN_RANK, LMTRAIN_TEST_STEP_DELAY_MS, LMTRAIN_TEST_SAVE_PAUSE_MS
-/// and LMTRAIN_TEST_FAIL_SAVE (unset = no fault).
+/// Test builds only. Reads LMTRAIN_TEST_NAN_STEP, LMTRAIN_TEST_NAN_RANK, LMTRAIN_TEST_INF_GRAD_STEP,
+/// LMTRAIN_TEST_STEP_DELAY_MS, LMTRAIN_TEST_SAVE_PAUSE_MS, LMTRAIN_TEST_FAIL_SAVE, LMTRAIN_TEST_KILL_SAVE,
+/// LMTRAIN_TEST_EVAL_DELAY_MS and LMTRAIN_TEST_PREPARE_DELAY_MS (unset = no fault).
 Faults faults_from_environment();
 
 }  // namespace lm::util

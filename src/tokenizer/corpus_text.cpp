@@ -1,0 +1,100 @@
+#include "tokenizer/corpus_text.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "util/errors.h"
+#include "util/fs.h"
+
+namespace lm::tokenizer {
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* kHint = " Hint: run scripts/get_corpus.sh or fix the path.";
+
+// Length of the valid UTF-8 sequence starting at s[i], or 0 when it is invalid (overlong forms, surrogates
+// and code points above U+10FFFF included) or cut off by the end of `s`.
+size_t utf8_length(std::string_view s, size_t i) {
+  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char c = b(i);
+  size_t n = 0;
+  unsigned char lo = 0x80, hi = 0xBF;  // range of the second byte
+  if (c < 0x80) return 1;
+  if (c >= 0xC2 && c <= 0xDF) n = 2;
+  else if (c >= 0xE0 && c <= 0xEF) n = 3, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+  else if (c >= 0xF0 && c <= 0xF4) n = 4, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+  else return 0;
+  if (i + n > s.size() || b(i + 1) < lo || b(i + 1) > hi) return 0;
+  for (size_t k = 2; k < n; ++k) {
+    if (b(i + k) < 0x80 || b(i + k) > 0xBF) return 0;
+  }
+  return n;
+}
+
+[[noreturn]] void refuse(const fs::path& path, size_t line, size_t column, const std::string& what) {
+  throw DataError("[corpus] " + path.string() + ":" + std::to_string(line) + ":" + std::to_string(column) + ": " +
+                  what);
+}
+
+}  // namespace
+
+void check_corpus_file(const fs::path& path, std::string_view role) {
+  const std::string head = "[corpus] " + std::string(role) + " '" + path.string() + "'";
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    throw DataError(head + " is missing: expected a text file (" + std::strerror(errno) + ")." + kHint);
+  }
+  if (S_ISDIR(st.st_mode)) throw DataError(head + " is a directory: expected a text file." + kHint);
+  if (!S_ISREG(st.st_mode)) {
+    throw DataError(head + " is not a regular file (a FIFO, socket or device): expected a text file." + kHint);
+  }
+  if (::access(path.c_str(), R_OK) != 0) {
+    throw DataError(head + " is not readable: expected read permission (" + std::strerror(errno) + ").");
+  }
+}
+
+void check_corpus_text(std::string_view text, const fs::path& path) {
+  size_t line = 1, line_start = 0;
+  bool any_text = false;
+  for (size_t i = 0; i < text.size();) {
+    const char c = text[i];
+    if (c == '\n') {
+      ++line;
+      line_start = ++i;
+      continue;
+    }
+    if (i - line_start >= kMaxLineBytes) {
+      refuse(path, line, 1, "line longer than " + std::to_string(kMaxLineBytes) +
+                                " bytes: expected one unit (verse, paragraph) per line. Hint: add line breaks.");
+    }
+    if (c == '\0') refuse(path, line, i - line_start + 1, "NUL byte: expected text. Hint: is this a binary file?");
+    const size_t n = utf8_length(text, i);
+    if (n == 0) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "0x%02X", static_cast<unsigned char>(c));
+      refuse(path, line, i - line_start + 1,
+             std::string("invalid UTF-8 (byte ") + hex + (i + 4 > text.size() ? ", or a sequence cut off by the end" : "") +
+                 "): expected UTF-8 text. Hint: convert it, e.g. `iconv -f latin1 -t utf-8`.");
+    }
+    if (c != ' ' && c != '\t' && c != '\r') any_text = true;
+    i += n;
+  }
+  if (!any_text) {
+    throw DataError("[corpus] '" + path.string() + "' holds no text: expected at least one non-blank line, got " +
+                    (text.empty() ? std::string("an empty file") : std::to_string(text.size()) + " bytes of whitespace") +
+                    "." + kHint);
+  }
+}
+
+std::string read_corpus(const fs::path& path, std::string_view role) {
+  check_corpus_file(path, role);
+  std::string text = util::read_file(path, role);
+  check_corpus_text(text, path);
+  return text;
+}
+
+}  // namespace lm::tokenizer
