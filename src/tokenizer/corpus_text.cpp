@@ -35,6 +35,18 @@ size_t utf8_length(std::string_view s, size_t i) {
   return n;
 }
 
+// True when s[i] starts a multi-byte sequence whose bytes are all continuation bytes up to the end of `s`,
+// which ends before the sequence does.
+bool cut_off(std::string_view s, size_t i) {
+  const auto c = static_cast<unsigned char>(s[i]);
+  const size_t n = c >= 0xF0 && c <= 0xF4 ? 4 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xC2 && c <= 0xDF ? 2 : 0;
+  if (n == 0 || i + n <= s.size()) return false;
+  for (size_t k = i + 1; k < s.size(); ++k) {
+    if ((static_cast<unsigned char>(s[k]) & 0xC0) != 0x80) return false;
+  }
+  return true;
+}
+
 [[noreturn]] void refuse(const fs::path& path, size_t line, size_t column, const std::string& what) {
   throw DataError("[corpus] " + path.string() + ":" + std::to_string(line) + ":" + std::to_string(column) + ": " +
                   what);
@@ -77,7 +89,7 @@ void check_corpus_text(std::string_view text, const fs::path& path) {
       char hex[8];
       std::snprintf(hex, sizeof hex, "0x%02X", static_cast<unsigned char>(c));
       refuse(path, line, i - line_start + 1,
-             std::string("invalid UTF-8 (byte ") + hex + (i + 4 > text.size() ? ", or a sequence cut off by the end" : "") +
+             std::string("invalid UTF-8 (byte ") + hex + (cut_off(text, i) ? ", or a sequence cut off by the end" : "") +
                  "): expected UTF-8 text. Hint: convert it, e.g. `iconv -f latin1 -t utf-8`.");
     }
     if (c != ' ' && c != '\t' && c != '\r') any_text = true;

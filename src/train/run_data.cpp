@@ -45,7 +45,11 @@ void prepare_run_data(const TrainJob& job) {
   RunPaths paths(job.run_dir);
   fs::create_directories(job.run_dir);
   // Test builds: a slow preparation, so that a test can signal during it (util/faults.h).
-  auto test_delay = [&] { std::this_thread::sleep_for(std::chrono::milliseconds(job.faults.prepare_delay_ms)); };
+  auto test_delay = [&] {
+    for (int64_t ms = 0; ms < job.faults.prepare_delay_ms && util::stop_signal() == 0; ms += 10) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  };
   test_delay();
   ensure_run_tokenizer(job, paths.tokenizer);
   tokenizer::Tokenizer tok(paths.tokenizer);
@@ -55,6 +59,7 @@ void prepare_run_data(const TrainJob& job) {
       continue;
     }
     test_delay();
+    if (util::stop_signal() != 0) break;  // stop before the next file; finished ones are kept
     const auto t0 = Clock::now();
     auto info = data::prepare_corpus(text, tok, bin);
     spdlog::info("prepare: {} -> {} ({} tokens, {}-byte ids, {:.1f}s)", text.string(), bin.string(), info.count,

@@ -10,7 +10,13 @@ namespace {
 volatile std::sig_atomic_t g_stop = 0;
 
 extern "C" void on_stop_signal(int sig) {
-  if (g_stop == SIGINT && sig == SIGINT) _exit(static_cast<int>(ExitCode::kSigInt));  // second Ctrl-C: leave now
+  if (g_stop == SIGINT && sig == SIGINT) {  // second Ctrl-C: leave now (write and _exit are async-signal-safe)
+    static const char kMsg[] =
+        "error: [signal] second SIGINT: leaving at once; an unfinished save stays a *.tmp-* directory, never a "
+        "checkpoint\n";
+    [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, kMsg, sizeof kMsg - 1);
+    _exit(static_cast<int>(ExitCode::kSigInt));
+  }
   if (g_stop == 0) g_stop = sig;
 }
 
