@@ -2,6 +2,8 @@
 # Installs every Debian package lmtrain needs (idempotent, non-interactive), then configures and builds
 # Release into build/. Works as root on a bare Debian bookworm; uses sudo when not root.
 # Usage: scripts/setup.sh [cmake targets...]   (default: everything, tests included)
+# SETUP_WITH=clang adds clang and its sanitizer/libFuzzer runtimes (scripts/sanitize.sh, scripts/fuzz.sh);
+# LMTRAIN_CMAKE_ARGS are passed to cmake when BUILD_DIR is configured for the first time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,6 +16,8 @@ PACKAGES=(
   python3 python3-torch python3-numpy
   gnuplot-nox
 )
+
+if [ "${SETUP_WITH:-}" = clang ]; then PACKAGES+=(clang libclang-rt-14-dev); fi
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
@@ -36,7 +40,8 @@ export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}"
 export CCACHE_SLOPPINESS="${CCACHE_SLOPPINESS:-pch_defines,time_macros,include_file_mtime,include_file_ctime}"
 BUILD_DIR="${BUILD_DIR:-build}"
 if [ ! -f "$BUILD_DIR/build.ninja" ]; then
-  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release
+  # shellcheck disable=SC2086  # LMTRAIN_CMAKE_ARGS is a list of words
+  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release ${LMTRAIN_CMAKE_ARGS:-}
 fi
 targets=()
 for t in "$@"; do targets+=(--target "$t"); done

@@ -1,6 +1,6 @@
 // The bad-input and fault matrix: each case is input -> expected message (tests/matrix_expect.h) -> exit
 // code -> what must stay intact. The groups are in tests/matrix_*_test.cpp; tests/matrix_test.cpp runs every
-// case as its own CTest test (Matrix/Case.Run/<name>) and keeps docs/FAULT_MATRIX.md equal to the list.
+// case as its own CTest test (Matrix/FaultMatrix.Run/<name>) and keeps docs/FAULT_MATRIX.md equal to the list.
 #pragma once
 
 #include <functional>

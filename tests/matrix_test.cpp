@@ -1,4 +1,4 @@
-// Runs the bad-input and fault matrix (tests/matrix.h): every case is its own test, Matrix/Case.Run/<name>,
+// Runs the bad-input and fault matrix (tests/matrix.h): every case is its own test, Matrix/FaultMatrix.Run/<name>,
 // so CTest runs them in parallel. A case passes when lmtrain exits with the case's code, its output holds
 // the expected message, and what must stay intact did. docs/FAULT_MATRIX.md is the same list as a table;
 // LMTRAIN_WRITE_FAULT_MATRIX=1 rewrites it.
@@ -45,7 +45,7 @@ std::string markdown_table(const std::vector<Case>& cases) {
       "Generated from tests/matrix_*_test.cpp by tests/matrix_test.cpp (`LMTRAIN_WRITE_FAULT_MATRIX=1 "
       "build/lmtrain_tests --gtest_filter='Matrix.Document*'`); the test `Matrix.DocumentIsCurrent` fails when "
       "this file and the cases differ. Every row runs in `scripts/test.sh` as the CTest test "
-      "`Matrix/Case.Run/<case>`: the real binary (or `lmtrain_faults` for injected faults) on the input, then "
+      "`Matrix/FaultMatrix.Run/<case>`: the real binary (or `lmtrain_faults` for injected faults) on the input, then "
       "the exit code, the message (an ECMAScript regex from tests/matrix_expect.h) and what must stay intact "
       "are checked. Exit codes are listed in README.md \"Exit codes\".\n\n"
       "| # | case | input | exit | expected message (regex) | stays intact |\n|---|---|---|---|---|---|\n";
@@ -159,9 +159,9 @@ void truncate_to(const fs::path& file, size_t bytes) { fs::resize_file(file, byt
 // What gtest prints for a case (its name, not its bytes).
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
-class Case_ : public ::testing::TestWithParam<Case> {};
+class FaultMatrix : public ::testing::TestWithParam<Case> {};
 
-TEST_P(Case_, Run) {
+TEST_P(FaultMatrix, Run) {
   const Case& c = GetParam();
   Ctx ctx(c.name);
   ASSERT_FALSE(Ctx::base_run().empty());
@@ -171,7 +171,7 @@ TEST_P(Case_, Run) {
   if (c.check) c.check(ctx, r);
 }
 
-INSTANTIATE_TEST_SUITE_P(Matrix, Case_, ::testing::ValuesIn(all_cases()),
+INSTANTIATE_TEST_SUITE_P(Matrix, FaultMatrix, ::testing::ValuesIn(all_cases()),
                          [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
 TEST(Matrix, HasAtLeastFiftyDistinctCases) {

@@ -113,7 +113,8 @@ void copy_weights(model::GptImpl& model, const std::map<std::string, torch::Tens
     }
   }
   if (stored.size() != expected.size()) {
-    for (auto& [name, t] : stored) {
+    for (const auto& entry : stored) {  // (a lambda may not capture a structured binding before C++20)
+      const std::string& name = entry.first;
       bool known = std::any_of(expected.begin(), expected.end(), [&](auto& e) { return e.first == name; });
       if (!known) {
         throw CheckpointError("[checkpoint] unexpected weight '" + name + "' (does tie_embeddings match the checkpoint?)");

@@ -45,8 +45,15 @@ const Bridge& bridge() {
   static std::once_flag once;
   std::call_once(once, [] {
     fs::path path = bridge_library_path();
+#ifdef LMTRAIN_ASAN
+    // AddressSanitizer builds (scripts/sanitize.sh): ASan refuses RTLD_DEEPBIND, so the (uninstrumented)
+    // bridge gets a link namespace of its own, with its own libc++ and protobuf; memory never crosses the
+    // C ABI unowned (lmsp_free), so two heaps are fine.
+    void* lib = dlmopen(LM_ID_NEWLM, path.c_str(), RTLD_NOW | RTLD_LOCAL);
+#else
     // DEEPBIND: the bridge binds to its own protobuf-lite before LibTorch's; LOCAL: nobody else sees it.
     void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+#endif
     if (!lib) {
       const char* e = dlerror();
       throw DataError("[tokenizer] cannot load the SentencePiece bridge: expected " + path.string() +
