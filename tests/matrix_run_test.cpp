@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <csignal>
+#include <random>
 #include <regex>
 
 #include "matrix.h"
@@ -118,16 +119,30 @@ std::vector<Case> process_cases() {
 
 std::vector<Case> signal_cases() {
   std::vector<Case> out;
-  Case prep{"sigint_during_preparation", "SIGINT while the run prepares its data (before tokenizer training)",
-            subst(expect::kStopDuringPrepare, "%SIG%", "SIGINT"), 130, "no checkpoint and no `latest` are written",
-            nullptr, nullptr};
+  Case prep{"sigint_during_tokenizer_training", "SIGINT while SentencePiece trains the run's tokenizer on a 2.4 MB corpus",
+            subst(expect::kStopDuringPrepare, "%SIG%", "SIGINT"), 130,
+            "no checkpoint, `latest` or token file is written; the tokenizer, once trained, is kept", nullptr, nullptr};
   prep.act = [](Ctx& ctx) {
-    return ctx.signal_when(train(ctx), "LMTRAIN_TEST_PREPARE_DELAY_MS=1500",
-                           [](const std::string& log) { return log.find("device cpu") != std::string::npos; }, SIGINT);
+    std::mt19937 rng(1);  // 30,000 lines of 12 made-up words: a second or more of tokenizer training
+    const char* syllables[] = {"ka", "to", "mi", "ren", "sho", "la", "vi", "gor", "un", "bel", "tri", "os"};
+    std::vector<std::string> words(3000);
+    for (auto& w : words) {
+      for (int k = 1 + static_cast<int>(rng() % 4); k > 0; --k) w += syllables[rng() % 12];
+    }
+    std::string text;
+    for (int line = 0; line < 30000; ++line) {
+      for (int k = 0; k < 12; ++k) text += words[rng() % words.size()] + (k < 11 ? " " : "\n");
+    }
+    const fs::path corpus = ctx.write("big.txt", text);
+    return ctx.signal_when(train(ctx, " --set data.train=" + corpus.string()), "LMTRAIN_TEST_STEP_DELAY_MS=0",
+                           [](const std::string& log) { return log.find("tokenizer: preparing") != std::string::npos; },
+                           SIGINT);
   };
   prep.check = [](Ctx& ctx, const RunResult&) {
     EXPECT_FALSE(fs::exists(ctx / "run" / "latest"));
+    EXPECT_FALSE(fs::exists(ctx / "run" / "train.bin"));
     EXPECT_TRUE(ctx.entries_with("run", "step_").empty());
+    EXPECT_TRUE(fs::exists(ctx / "run" / "tokenizer.model"));
   };
   out.push_back(prep);
   Case enc = prep;

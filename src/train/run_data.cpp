@@ -31,7 +31,10 @@ void ensure_run_tokenizer(const TrainJob& job, const fs::path& path) {
       util::atomic_write_file(path, util::read_file(src, "checkpoint tokenizer"));
     }
     spdlog::info("tokenizer: {} (from {})", path.string(), job.init_from.string());
-  } else if (tokenizer::ensure_tokenizer(job.train_text, path, job.tokenizer, job.threads)) {
+    return;
+  }
+  spdlog::info("tokenizer: preparing {} from {}", path.string(), job.train_text.string());
+  if (tokenizer::ensure_tokenizer(job.train_text, path, job.tokenizer, job.threads)) {
     spdlog::info("tokenizer: trained {} {} pieces on {} in {:.1f}s -> {}", tokenizer::to_string(job.tokenizer.model_type),
                  job.tokenizer.vocab_size, job.train_text.string(), seconds_since(t0), path.string());
   } else {
