@@ -156,7 +156,9 @@ TEST(Safetensors, RoundTripsEveryDtypeWithMetadataAndAlignedData) {
   EXPECT_EQ(back.metadata, st.metadata);
   ASSERT_EQ(back.tensors.size(), 5u);
   EXPECT_EQ(back.tensors[0].first, "a.bf16");  // sorted by name
-  for (auto& [name, t] : st.tensors) {
+  for (auto& entry : st.tensors) {  // (a lambda may not capture a structured binding before C++20)
+    const std::string& name = entry.first;
+    const torch::Tensor& t = entry.second;
     auto it = std::find_if(back.tensors.begin(), back.tensors.end(), [&](auto& p) { return p.first == name; });
     ASSERT_NE(it, back.tensors.end()) << name;
     EXPECT_EQ(it->second.scalar_type(), t.scalar_type()) << name;

@@ -69,7 +69,7 @@ inline constexpr const char* kResumeExplicitCorrupt = R"(\[checkpoint\] SHA-256 
 
 // Filesystem and processes.
 inline constexpr const char* kRunDirReadOnly = R"(\[run\] cannot open the run lock '[^']*\.lock': Permission denied)";
-inline constexpr const char* kSaveFailedGoesOn = R"(injected fault, test build\) \(previous checkpoint none is intact; training continues\))";
+inline constexpr const char* kSaveFailedGoesOn = R"(injected fault, test build\) \(no earlier checkpoint; training continues\))";
 inline constexpr const char* kFinalSaveFailed = R"(\[checkpoint\] writing \S+ failed: No space left on device)";
 inline constexpr const char* kResumedAfterKill = R"(resumed from \S+step_0000000\d)";
 inline constexpr const char* kRunLocked = R"(\[run\] run.dir '[^']*' is in use: expected no other trainer, got process %PID% holding)";

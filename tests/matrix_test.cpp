@@ -33,10 +33,15 @@ std::vector<Case> all_cases() {
   return out;
 }
 
-// The expected message with the case's placeholders filled in.
+// Text for a markdown table cell (a `|` would end it).
 std::string table_cell(std::string s) {
   for (size_t at = 0; (at = s.find('|', at)) != std::string::npos; at += 2) s.replace(at, 1, "\\|");
   return s;
+}
+
+// A regex as inline code: double backticks when it holds one.
+std::string code_cell(const std::string& s) {
+  return s.find('`') == std::string::npos ? "`" + table_cell(s) + "`" : "`` " + table_cell(s) + " ``";
 }
 
 std::string markdown_table(const std::vector<Case>& cases) {
@@ -52,7 +57,7 @@ std::string markdown_table(const std::vector<Case>& cases) {
   int i = 0;
   for (const auto& c : cases) {
     t += "| " + std::to_string(++i) + " | `" + c.name + "` | " + table_cell(c.input) + " | " + std::to_string(c.exit_code) +
-         " | `" + table_cell(c.pattern) + "` | " + table_cell(c.intact) + " |\n";
+         " | " + code_cell(c.pattern) + " | " + table_cell(c.intact) + " |\n";
   }
   return t;
 }

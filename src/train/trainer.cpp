@@ -215,8 +215,8 @@ class Trainer {
       last_ckpt_ = job_.run_dir / name;
     } catch (const SaveError& e) {
       if (final_save) throw;
-      spdlog::error("{} (previous checkpoint {} is intact; training continues)", e.what(),
-                    last_ckpt_.empty() ? "none" : last_ckpt_.string());
+      spdlog::error("{} ({}; training continues)", e.what(),
+                    last_ckpt_.empty() ? "no earlier checkpoint" : "previous checkpoint " + last_ckpt_.string() + " is intact");
     }
     dp_.check_replicas("step " + std::to_string(state_.step));
     window_start_ = Clock::now();
