@@ -100,7 +100,7 @@ std::vector<Case> process_cases() {
   Case two{"two_trainers_one_run_dir", "a second `train` on a run.dir another trainer is using", expect::kRunLocked, 2,
            "the first trainer is undisturbed: stopped by SIGTERM it saves a checkpoint that verifies", nullptr, nullptr};
   two.act = [](Ctx& ctx) {
-    const pid_t first = spawn_lmtrain(train(ctx), ctx / "first.log", "LMTRAIN_TEST_STEP_DELAY_MS=400");
+    const pid_t first = spawn_lmtrain(train(ctx), ctx / "first.log", "LMTRAIN_TEST_STEP_DELAY_MS=3000");
     EXPECT_TRUE(wait_for([&] { return slurp(ctx / "run" / ".lock").find('\n') != std::string::npos; }));
     RunResult second = ctx.lm(train(ctx));
     second.output += "\n(first pid " + std::to_string(first) + ")";
