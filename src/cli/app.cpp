@@ -39,19 +39,19 @@ int run(int argc, char** argv, const util::Faults& faults) {
   } catch (const CLI::Success& e) {
     return app.exit(e);  // --help, --version
   } catch (const CLI::ParseError& e) {
-    std::cerr << "error: [cli] " << e.what() << ". Hint: `lmtrain --help`, `lmtrain <command> --help`.\n";
+    std::cerr << std::string("error: [cli] ") + e.what() + ". Hint: `lmtrain --help`, `lmtrain <command> --help`.\n";
     return static_cast<int>(ExitCode::kUsage);
   } catch (const Interrupted& e) {
-    std::cerr << "interrupted: " << e.what() << "\n";
+    std::cerr << std::string("interrupted: ") + e.what() + "\n";
     return static_cast<int>(e.code());
   } catch (const Error& e) {
-    std::cerr << "error: " << e.what() << "\n";
+    std::cerr << std::string("error: ") + e.what() + "\n";  // one write: ranks share a pipe
     return static_cast<int>(e.code());
   } catch (const std::exception& e) {
     // LibTorch's c10::Error appends a C++ backtrace after the message; users get the message only.
     std::string what = e.what();
     if (auto bt = what.find("\nException raised from"); bt != std::string::npos) what.resize(bt);
-    std::cerr << "error: [internal] " << what << "\n";
+    std::cerr << "error: [internal] " + what + "\n";
     return static_cast<int>(ExitCode::kInternal);
   }
 }
