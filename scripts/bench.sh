@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# CPU time-to-quality benchmark (issue 14): the fp32 matrix-product ceiling, lmtrain's training step on configs
+# S, V-small and T-long, and the team's tuned PyTorch eager reference, in one invocation; prints tokens/s, the
+# ratio, model GFLOP/s and its fraction of the ceiling, and peak RSS. Output and command: docs/BENCHMARKS.md.
+# Usage: scripts/bench.sh [--steps N]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh lmtrain
+[ -f data/kjv/train.txt ] || bash scripts/get_corpus.sh kjv
+# spm_encode, for the encoding comparison only (lmtrain itself links libsentencepiece).
+if ! command -v spm_encode > /dev/null; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get install -y -qq --no-install-recommends sentencepiece
+fi
+/usr/bin/python3 scripts/bench_cpu.py --lmtrain build/lmtrain --out build/bench "$@"

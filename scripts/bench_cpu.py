@@ -1,0 +1,192 @@
+#!/usr/bin/env python3
+"""CPU training benchmark (scripts/bench.sh): the matrix-product ceiling, lmtrain's training step, and the
+team's own tuned PyTorch eager reference of the same model and optimizer, in one invocation.
+
+- Ceiling: the best of 5 fp32 2048x2048 matrix products through the same LibTorch and OpenBLAS (Debian's
+  python3-torch is the same LibTorch 1.13), for 1 and 2 threads.
+- lmtrain: `lmtrain train` on the KJV split (data/kjv), 1 thread; tokens/s is the median of the logged windows
+  after the first (warm-up); peak RSS from wait4.
+- Reference: pre-LN GPT with fused qkv, learned positions, erf GELU, tied head (lmtrain's model contract),
+  AdamW (foreach) with lmtrain's decay groups and clipping, the loss in chunks of 256 positions through the
+  tied head (as lmtrain), glibc malloc told to keep freed memory (lmtrain's mallopt settings, through
+  MALLOC_*_ environment variables), 1 thread, random ids (speed does not depend on the values). Each
+  reference runs in its own process so its peak RSS is its own.
+- Model FLOPs per token: 6 x (parameters except positions) + 12 x L x C x T (attention scores and values).
+
+Usage: scripts/bench_cpu.py --lmtrain build/lmtrain [--steps 60] [--out build/bench]
+"""
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+CONFIGS = {  # name: (V, C, L, H, T, B)
+    "S": (8192, 256, 4, 4, 128, 16),
+    "V-small": (1024, 256, 4, 4, 128, 16),
+    "T-long": (8192, 256, 4, 4, 512, 4),
+}
+MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(1 << 30),
+              "MALLOC_TOP_PAD_": str(64 << 20)}
+
+
+def model_flops_per_token(V, C, L, H, T):
+    per_block = 3 * C * C + 3 * C + C * C + C + 4 * C * C + 4 * C + 4 * C * C + C + 4 * C  # qkv, proj, fc, out, 2 LN
+    params = V * C + L * per_block + 2 * C  # token table (tied head) + blocks + final LN; positions excluded
+    return 6 * params + 12 * L * C * T
+
+
+def ceiling(threads):
+    import torch
+    torch.set_num_threads(threads)
+    a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
+    best = 0.0
+    for _ in range(6):
+        t0 = time.perf_counter()
+        torch.mm(a, b)
+        best = max(best, 2 * 2048 ** 3 / (time.perf_counter() - t0) / 1e9)
+    return best
+
+
+def reference(V, C, L, H, T, B, steps):
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    torch.set_num_threads(1)
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln1, self.ln2 = nn.LayerNorm(C), nn.LayerNorm(C)
+            self.qkv, self.proj = nn.Linear(C, 3 * C), nn.Linear(C, C)
+            self.fc, self.out = nn.Linear(C, 4 * C), nn.Linear(4 * C, C)
+
+        def forward(self, x):
+            q, k, v = self.qkv(self.ln1(x)).split(C, dim=2)
+            q, k, v = (t.view(B, T, H, C // H).transpose(1, 2) for t in (q, k, v))
+            att = (q @ k.transpose(-2, -1)) / math.sqrt(C // H)
+            att = att.masked_fill(mask, float("-inf")).softmax(-1)
+            y = (att @ v).transpose(1, 2).reshape(B, T, C)
+            x = x + self.proj(y)
+            return x + self.out(F.gelu(self.fc(self.ln2(x))))
+
+    mask = torch.ones(T, T, dtype=torch.bool).triu(1)
+    torch.manual_seed(0)
+    emb, pos = nn.Embedding(V, C), nn.Embedding(T, C)
+    blocks = nn.ModuleList(Block() for _ in range(L))
+    ln_f = nn.LayerNorm(C)
+    model = nn.ModuleList([emb, pos, blocks, ln_f])
+    decay = [p for n, p in model.named_parameters() if p.dim() == 2 and not n.startswith(("0.", "1."))]
+    other = [p for n, p in model.named_parameters() if not (p.dim() == 2 and not n.startswith(("0.", "1.")))]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": other, "weight_decay": 0.0}],
+                            lr=1e-3, betas=(0.9, 0.95), foreach=True)
+    x, y = torch.randint(V, (B, T)), torch.randint(V, (B, T))
+
+    def step():
+        h = emb(x) + pos.weight[:T]
+        for b in blocks:
+            h = b(h)
+        h = ln_f(h).reshape(-1, C)
+        yy = y.reshape(-1)
+        loss = sum(F.cross_entropy(F.linear(h[i:i + 256], emb.weight), yy[i:i + 256], reduction="sum")
+                   for i in range(0, B * T, 256)) / (B * T)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    for _ in range(5):
+        step()
+    times = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - t0)
+    window = max(len(times) // 6, 1)  # medians of windows, like lmtrain's logged windows
+    rates = [B * T * window / sum(times[i:i + window]) for i in range(0, len(times) - window + 1, window)]
+    return statistics.median(rates)
+
+
+def run_measured(cmd, env=None):
+    """Runs cmd; returns (stdout, peak RSS MiB) from wait4."""
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    out = p.stdout.read()
+    _, status, usage = os.wait4(p.pid, 0)
+    p.returncode = os.waitstatus_to_exitcode(status)
+    if p.returncode != 0:
+        raise RuntimeError(f"{cmd[0]} failed ({p.returncode}): {out[-2000:]}")
+    return out, usage.ru_maxrss / 1024
+
+
+def lmtrain_run(exe, out, name, V, C, L, H, T, B, steps):
+    run_dir = os.path.join(out, name)
+    sets = {"run.dir": run_dir, "run.threads": 1, "tokenizer.vocab_size": V, "model.d_model": C,
+            "model.n_layers": L, "model.n_heads": H, "model.max_seq_len": T, "train.batch_size": B,
+            "train.max_steps": steps, "train.warmup_steps": 10, "train.eval_every": 0,
+            "train.log_every": max(steps // 6, 1), "checkpoint.every": 0, "data.train": "data/kjv/train.txt",
+            "data.val": "data/kjv/val.txt"}
+    # The tokenizer and token files first (not timed, not in the RSS): a run with 1 step makes them.
+    prep = dict(sets, **{"train.max_steps": 1, "train.warmup_steps": 0})
+    subprocess.run([exe, "train", "--overwrite"] + [a for k, v in prep.items() for a in ("--set", f"{k}={v}")],
+                   check=True, capture_output=True)
+    _, rss = run_measured([exe, "train", "--overwrite"] + [a for k, v in sets.items() for a in ("--set", f"{k}={v}")])
+    rates = [r["tokens_per_s"] for r in map(json.loads, open(os.path.join(run_dir, "metrics.jsonl")))
+             if r["kind"] == "train"]
+    return statistics.median(rates[1:] if len(rates) > 1 else rates), rss
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lmtrain", default="build/lmtrain")
+    ap.add_argument("--steps", type=int, default=60)
+    ap.add_argument("--out", default="build/bench")
+    ap.add_argument("--reference-only", help=argparse.SUPPRESS)  # internal: one reference in this process
+    args = ap.parse_args()
+    if args.reference_only:
+        print(json.dumps({"tokens_per_s": reference(*CONFIGS[args.reference_only], args.steps)}))
+        return
+    os.makedirs(args.out, exist_ok=True)
+    import torch
+    print(f"torch {torch.__version__} (LibTorch), {os.cpu_count()} vCPUs; lmtrain {args.lmtrain}; "
+          f"{args.steps} steps per config, tokens/s = median of 6 windows after warm-up")
+    ceil = {t: ceiling(t) for t in (1, 2)}
+    print(f"ceiling: fp32 2048x2048 matmul, best of 6: {ceil[1]:.1f} GFLOP/s on 1 thread, {ceil[2]:.1f} on 2")
+    print("model FLOPs/token = 6 x (parameters except positions) + 12 x L x C x T")
+    print(f"{'config':<8} {'V':>5} {'T':>4} {'B':>3} {'lmtrain tok/s':>14} {'ref tok/s':>10} {'ratio':>6} "
+          f"{'lmtrain GFLOP/s':>16} {'of ceiling':>10} {'ref GFLOP/s':>12} {'lmtrain RSS MiB':>16} {'ref RSS MiB':>12}")
+    for name, cfg in CONFIGS.items():
+        V, C, L, H, T, B = cfg
+        ours, ours_rss = lmtrain_run(args.lmtrain, args.out, name, *cfg, args.steps)
+        env = dict(os.environ, **MALLOC_ENV)
+        out, ref_rss = run_measured([sys.executable, __file__, "--reference-only", name, "--steps", str(args.steps)], env)
+        ref = json.loads(out.strip().splitlines()[-1])["tokens_per_s"]
+        f = model_flops_per_token(*cfg[:5])
+        print(f"{name:<8} {V:>5} {T:>4} {B:>3} {ours:>14,.0f} {ref:>10,.0f} {ours / ref:>5.2f}x {ours * f / 1e9:>16.1f} "
+              f"{ours * f / 1e9 / ceil[1]:>9.0%} {ref * f / 1e9:>12.1f} {ours_rss:>16,.0f} {ref_rss:>12,.0f}")
+    encode_speed(args.lmtrain, args.out)
+
+
+def encode_speed(exe, out):
+    """lmtrain prepare vs SentencePiece's spm_encode (ids), same model and file, best of 3 each."""
+    model, text = os.path.join(out, "S", "tokenizer.model"), "data/kjv/train.txt"
+    def best(cmd, **kw):
+        t = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            subprocess.run(cmd, check=True, **kw)
+            t.append(time.perf_counter() - t0)
+        return min(t)
+    ours = best([exe, "prepare", "--tokenizer", model, "--input", text, "--output", os.path.join(out, "kjv.bin")],
+                capture_output=True)
+    with open(os.devnull, "w") as null:
+        theirs = best(["spm_encode", f"--model={model}", "--output_format=id", text], stdout=null)
+    mb = os.path.getsize(text) / 1e6
+    print(f"encoding {text} ({mb:.1f} MB) with the S tokenizer, best of 3: lmtrain prepare {ours:.2f} s "
+          f"({mb / ours:.1f} MB/s), spm_encode {theirs:.2f} s ({mb / theirs:.1f} MB/s): {theirs / ours:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
