@@ -9,7 +9,7 @@ team's own tuned PyTorch eager reference of the same model and optimizer, in one
 - Reference: pre-LN GPT with fused qkv, learned positions, erf GELU, tied head (lmtrain's model contract),
   AdamW (foreach) with lmtrain's decay groups and clipping, the loss in chunks of 256 positions through the
   tied head (as lmtrain), glibc malloc told to keep freed memory (lmtrain's mallopt settings, through
-  MALLOC_*_ environment variables), 1 thread, random ids (speed does not depend on the values). Each
+  MALLOC_*_ environment variables), 1 thread (OPENBLAS_NUM_THREADS=1 too), random ids (speed does not depend on the values). Each
   reference runs in its own process so its peak RSS is its own.
 - Model FLOPs per token: 6 x (parameters except positions) + 12 x L x C x T (attention scores and values).
 
@@ -144,7 +144,11 @@ def main():
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--out", default="build/bench")
     ap.add_argument("--reference-only", help=argparse.SUPPRESS)  # internal: one reference in this process
+    ap.add_argument("--ceiling-only", help=argparse.SUPPRESS)  # internal: the ceiling for N threads
     args = ap.parse_args()
+    if args.ceiling_only:
+        print(ceiling(int(args.ceiling_only)))
+        return
     if args.reference_only:
         print(json.dumps({"tokens_per_s": reference(*CONFIGS[args.reference_only], args.steps)}))
         return
@@ -152,7 +156,11 @@ def main():
     import torch
     print(f"torch {torch.__version__} (LibTorch), {os.cpu_count()} vCPUs; lmtrain {args.lmtrain}; "
           f"{args.steps} steps per config, tokens/s = median of 6 windows after warm-up")
-    ceil = {t: ceiling(t) for t in (1, 2)}
+    ceil = {}
+    for t in (1, 2):  # in a fresh process each: OpenBLAS sizes its pool from OPENBLAS_NUM_THREADS at load
+        out, _ = run_measured([sys.executable, __file__, "--ceiling-only", str(t)],
+                              dict(os.environ, OPENBLAS_NUM_THREADS=str(t)))
+        ceil[t] = float(out.strip().splitlines()[-1])
     print(f"ceiling: fp32 2048x2048 matmul, best of 6: {ceil[1]:.1f} GFLOP/s on 1 thread, {ceil[2]:.1f} on 2")
     print("model FLOPs/token = 6 x (parameters except positions) + 12 x L x C x T")
     print(f"{'config':<8} {'V':>5} {'T':>4} {'B':>3} {'lmtrain tok/s':>14} {'ref tok/s':>10} {'ratio':>6} "
@@ -160,7 +168,9 @@ def main():
     for name, cfg in CONFIGS.items():
         V, C, L, H, T, B = cfg
         ours, ours_rss = lmtrain_run(args.lmtrain, args.out, name, *cfg, args.steps)
-        env = dict(os.environ, **MALLOC_ENV)
+        # One BLAS thread, as lmtrain's run.threads: 1 sets (torch.set_num_threads does not reach OpenBLAS's
+        # own pool, which would otherwise take both vCPUs).
+        env = dict(os.environ, OPENBLAS_NUM_THREADS="1", **MALLOC_ENV)
         out, ref_rss = run_measured([sys.executable, __file__, "--reference-only", name, "--steps", str(args.steps)], env)
         ref = json.loads(out.strip().splitlines()[-1])["tokens_per_s"]
         f = model_flops_per_token(*cfg[:5])
