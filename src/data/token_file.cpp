@@ -121,23 +121,21 @@ TokenFile::TokenFile(const fs::path& path) : path_(path) {
   }
   try {
     info_ = parse_header(static_cast<const unsigned char*>(map_), map_bytes_, path);
+    ids_ = static_cast<const unsigned char*>(map_) + kTokenHeaderBytes;
+    // One pass over the ids (a few ms for the King James Bible): an id outside the vocabulary would otherwise
+    // reach the embedding lookup as an out-of-range index.
+    for (uint64_t i = 0; i < info_.count; ++i) {
+      if (const int64_t id = at(i); id >= info_.vocab_size) {
+        throw DataError("[data] token file '" + path.string() + "' holds id " + std::to_string(id) + " at position " +
+                        std::to_string(i) + ": expected ids below its vocab size " + std::to_string(info_.vocab_size) +
+                        ". Hint: regenerate it with `lmtrain prepare`.");
+      }
+    }
   } catch (...) {
     ::munmap(map_, map_bytes_);
     map_ = nullptr;
+    ids_ = nullptr;
     throw;
-  }
-  ids_ = static_cast<const unsigned char*>(map_) + kTokenHeaderBytes;
-  // One pass over the ids (a few ms for the King James Bible): an id outside the vocabulary would otherwise
-  // reach the embedding lookup as an out-of-range index.
-  for (uint64_t i = 0; i < info_.count; ++i) {
-    if (const int64_t id = at(i); id >= info_.vocab_size) {
-      const std::string where = path_.string();
-      ::munmap(map_, map_bytes_);
-      map_ = nullptr;
-      throw DataError("[data] token file '" + where + "' holds id " + std::to_string(id) + " at position " +
-                      std::to_string(i) + ": expected ids below its vocab size " + std::to_string(info_.vocab_size) +
-                      ". Hint: regenerate it with `lmtrain prepare`.");
-    }
   }
 }
 

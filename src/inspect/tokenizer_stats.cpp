@@ -3,7 +3,7 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <fstream>
+#include <sstream>
 
 #include "inspect/params.h"
 #include "tokenizer/corpus_text.h"
@@ -51,8 +51,7 @@ struct TempDir {
 }  // namespace
 
 StatsReport tokenizer_stats(const fs::path& corpus, const StatsOptions& opt) {
-  tokenizer::read_corpus(corpus, "stats corpus");
-  std::ifstream in(corpus);
+  std::istringstream in(tokenizer::read_corpus(corpus, "stats corpus"));
   std::vector<std::string> heldout;
   std::string sample, line;
   StatsReport r;

@@ -16,18 +16,20 @@ namespace {
 
 const char* kHint = " Hint: run scripts/get_corpus.sh or fix the path.";
 
+// Bytes of the sequence a lead byte starts (1 for ASCII), or 0 for a byte no valid sequence starts with.
+size_t lead_length(unsigned char c) {
+  return c < 0x80 ? 1 : c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+}
+
 // Length of the valid UTF-8 sequence starting at s[i], or 0 when it is invalid (overlong forms, surrogates
 // and code points above U+10FFFF included) or cut off by the end of `s`.
 size_t utf8_length(std::string_view s, size_t i) {
   const auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
   const unsigned char c = b(i);
-  size_t n = 0;
-  unsigned char lo = 0x80, hi = 0xBF;  // range of the second byte
-  if (c < 0x80) return 1;
-  if (c >= 0xC2 && c <= 0xDF) n = 2;
-  else if (c >= 0xE0 && c <= 0xEF) n = 3, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
-  else if (c >= 0xF0 && c <= 0xF4) n = 4, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
-  else return 0;
+  const size_t n = lead_length(c);
+  if (n <= 1) return n;
+  // the second byte's range excludes overlong forms (E0, F0), surrogates (ED) and code points above U+10FFFF (F4)
+  const unsigned char lo = c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : 0x80, hi = c == 0xED ? 0x9F : c == 0xF4 ? 0x8F : 0xBF;
   if (i + n > s.size() || b(i + 1) < lo || b(i + 1) > hi) return 0;
   for (size_t k = 2; k < n; ++k) {
     if (b(i + k) < 0x80 || b(i + k) > 0xBF) return 0;
@@ -38,9 +40,8 @@ size_t utf8_length(std::string_view s, size_t i) {
 // True when s[i] starts a multi-byte sequence whose bytes are all continuation bytes up to the end of `s`,
 // which ends before the sequence does.
 bool cut_off(std::string_view s, size_t i) {
-  const auto c = static_cast<unsigned char>(s[i]);
-  const size_t n = c >= 0xF0 && c <= 0xF4 ? 4 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xC2 && c <= 0xDF ? 2 : 0;
-  if (n == 0 || i + n <= s.size()) return false;
+  const size_t n = lead_length(static_cast<unsigned char>(s[i]));
+  if (n <= 1 || i + n <= s.size()) return false;
   for (size_t k = i + 1; k < s.size(); ++k) {
     if ((static_cast<unsigned char>(s[k]) & 0xC0) != 0x80) return false;
   }
