@@ -4,16 +4,19 @@ team's own tuned PyTorch eager reference of the same model and optimizer, in one
 
 - Ceiling: the best of 5 fp32 2048x2048 matrix products through the same LibTorch and OpenBLAS (Debian's
   python3-torch is the same LibTorch 1.13), for 1 and 2 threads.
-- lmtrain: `lmtrain train` on the KJV split (data/kjv), 1 thread; tokens/s is the median of the logged windows
-  after the first (warm-up); peak RSS from wait4.
+- lmtrain: `lmtrain train` on the KJV split (data/kjv), 1 LibTorch thread and --blas-threads OpenBLAS threads
+  (default: every vCPU, lmtrain's own default); tokens/s is the median of the logged windows after the first
+  (warm-up); peak RSS from wait4.
 - Reference: pre-LN GPT with fused qkv, learned positions, erf GELU, tied head (lmtrain's model contract),
   AdamW (foreach) with lmtrain's decay groups and clipping, the loss in chunks of 256 positions through the
   tied head (as lmtrain), glibc malloc told to keep freed memory (lmtrain's mallopt settings, through
-  MALLOC_*_ environment variables), 1 thread (OPENBLAS_NUM_THREADS=1 too), random ids (speed does not depend on the values). Each
-  reference runs in its own process so its peak RSS is its own.
+  MALLOC_*_ environment variables), 1 LibTorch thread and OPENBLAS_NUM_THREADS = --blas-threads (the same
+  split as lmtrain; torch.set_num_threads does not reach OpenBLAS's pool), random ids (speed does not depend on
+  the values). Each reference runs in its own process so its peak RSS is its own.
+- "of ceiling" is lmtrain's model GFLOP/s over the ceiling measured with --blas-threads threads.
 - Model FLOPs per token: 6 x (parameters except positions) + 12 x L x C x T (attention scores and values).
 
-Usage: scripts/bench_cpu.py --lmtrain build/lmtrain [--steps 60] [--out build/bench]
+Usage: scripts/bench_cpu.py --lmtrain build/lmtrain [--steps 60] [--out build/bench] [--blas-threads N]
 """
 import argparse
 import json
@@ -121,9 +124,9 @@ def run_measured(cmd, env=None):
     return out, usage.ru_maxrss / 1024
 
 
-def lmtrain_run(exe, out, name, V, C, L, H, T, B, steps):
+def lmtrain_run(exe, out, name, V, C, L, H, T, B, steps, blas):
     run_dir = os.path.join(out, name)
-    sets = {"run.dir": run_dir, "run.threads": 1, "tokenizer.vocab_size": V, "model.d_model": C,
+    sets = {"run.dir": run_dir, "run.threads": 1, "run.blas_threads": blas, "tokenizer.vocab_size": V, "model.d_model": C,
             "model.n_layers": L, "model.n_heads": H, "model.max_seq_len": T, "train.batch_size": B,
             "train.max_steps": steps, "train.warmup_steps": 10, "train.eval_every": 0,
             "train.log_every": max(steps // 6, 1), "checkpoint.every": 0, "data.train": "data/kjv/train.txt",
@@ -143,6 +146,7 @@ def main():
     ap.add_argument("--lmtrain", default="build/lmtrain")
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--out", default="build/bench")
+    ap.add_argument("--blas-threads", type=int, default=os.cpu_count())
     ap.add_argument("--reference-only", help=argparse.SUPPRESS)  # internal: one reference in this process
     ap.add_argument("--ceiling-only", help=argparse.SUPPRESS)  # internal: the ceiling for N threads
     args = ap.parse_args()
@@ -157,25 +161,28 @@ def main():
     print(f"torch {torch.__version__} (LibTorch), {os.cpu_count()} vCPUs; lmtrain {args.lmtrain}; "
           f"{args.steps} steps per config, tokens/s = median of 6 windows after warm-up")
     ceil = {}
-    for t in (1, 2):  # in a fresh process each: OpenBLAS sizes its pool from OPENBLAS_NUM_THREADS at load
+    blas = args.blas_threads
+    for t in sorted({1, 2, blas}):  # in a fresh process each: OpenBLAS sizes its pool from OPENBLAS_NUM_THREADS at load
         out, _ = run_measured([sys.executable, __file__, "--ceiling-only", str(t)],
                               dict(os.environ, OPENBLAS_NUM_THREADS=str(t)))
         ceil[t] = float(out.strip().splitlines()[-1])
-    print(f"ceiling: fp32 2048x2048 matmul, best of 6: {ceil[1]:.1f} GFLOP/s on 1 thread, {ceil[2]:.1f} on 2")
+    print("ceiling: fp32 2048x2048 matmul, best of 6: " +
+          ", ".join(f"{g:.1f} GFLOP/s on {t} thread{'s' if t > 1 else ''}" for t, g in sorted(ceil.items())))
+    print(f"both sides: 1 LibTorch thread, {blas} OpenBLAS thread{'s' if blas > 1 else ''}; "
+          f"'of ceiling' = lmtrain GFLOP/s / the {blas}-thread ceiling")
     print("model FLOPs/token = 6 x (parameters except positions) + 12 x L x C x T")
     print(f"{'config':<8} {'V':>5} {'T':>4} {'B':>3} {'lmtrain tok/s':>14} {'ref tok/s':>10} {'ratio':>6} "
           f"{'lmtrain GFLOP/s':>16} {'of ceiling':>10} {'ref GFLOP/s':>12} {'lmtrain RSS MiB':>16} {'ref RSS MiB':>12}")
     for name, cfg in CONFIGS.items():
         V, C, L, H, T, B = cfg
-        ours, ours_rss = lmtrain_run(args.lmtrain, args.out, name, *cfg, args.steps)
-        # One BLAS thread, as lmtrain's run.threads: 1 sets (torch.set_num_threads does not reach OpenBLAS's
-        # own pool, which would otherwise take both vCPUs).
-        env = dict(os.environ, OPENBLAS_NUM_THREADS="1", **MALLOC_ENV)
+        ours, ours_rss = lmtrain_run(args.lmtrain, args.out, name, *cfg, args.steps, blas)
+        # The same BLAS pool size as lmtrain (torch.set_num_threads does not reach OpenBLAS's own pool).
+        env = dict(os.environ, OPENBLAS_NUM_THREADS=str(blas), **MALLOC_ENV)
         out, ref_rss = run_measured([sys.executable, __file__, "--reference-only", name, "--steps", str(args.steps)], env)
         ref = json.loads(out.strip().splitlines()[-1])["tokens_per_s"]
         f = model_flops_per_token(*cfg[:5])
         print(f"{name:<8} {V:>5} {T:>4} {B:>3} {ours:>14,.0f} {ref:>10,.0f} {ours / ref:>5.2f}x {ours * f / 1e9:>16.1f} "
-              f"{ours * f / 1e9 / ceil[1]:>9.0%} {ref * f / 1e9:>12.1f} {ours_rss:>16,.0f} {ref_rss:>12,.0f}")
+              f"{ours * f / 1e9 / ceil[blas]:>9.0%} {ref * f / 1e9:>12.1f} {ours_rss:>16,.0f} {ref_rss:>12,.0f}")
     encode_speed(args.lmtrain, args.out)
 
 

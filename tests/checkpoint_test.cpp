@@ -23,10 +23,10 @@ model::GptConfig tiny(bool tied = true) { return tiny_config(128, tied); }
 
 fs::path save_tiny(const fs::path& run, model::Gpt& m, int64_t step) {
   train::TrainConfig tc;
-  auto opt = train::make_adamw(train::split_decay_groups(*m), tc);
+  train::RunOptimizer opt(train::split_decay_groups(*m), tc);
   checkpoint::SaveRequest req;
   req.model = m.get();
-  req.optimizer = opt.get();
+  req.optimizer = &opt.adamw();
   req.state.step = step;
   req.config_yaml = "run: {dir: x}\n";
   req.tokenizer_model = english_tokenizer_path();

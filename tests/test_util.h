@@ -89,7 +89,7 @@ struct RunSpec {
 inline fs::path write_run_config(const ScratchDir& dir, const RunSpec& spec) {
   const fs::path cfg = dir / (spec.run + ".yaml");
   std::ofstream out(cfg);
-  out << "run: {dir: " << (dir / spec.run).string() << ", seed: " << spec.seed << ", threads: 1}\n"
+  out << "run: {dir: " << (dir / spec.run).string() << ", seed: " << spec.seed << ", threads: 1, blas_threads: 1}\n"
       << "data: {train: " << data_file(spec.train_text).string() << ", val: " << data_file(spec.val_text).string() << "}\n";
   if (!spec.tokenizer.empty()) out << "tokenizer: {" << spec.tokenizer << "}\n";
   if (!spec.model.empty()) out << "model: {" << spec.model << "}\n";

@@ -61,6 +61,23 @@ TEST(Prepare, EncodesLinesWithEndOfLineIdsAndDetectsStaleness) {
   EXPECT_THROW(data::prepare_corpus(dir / "missing.txt", tok, dir / "x.bin"), DataError);
 }
 
+// Parts encoded on several threads give the file one thread gives, byte for byte, for any split (more parts
+// than lines included); blank lines, CRLF and a last line without a newline included.
+TEST(Prepare, AnyThreadCountWritesTheSameFile) {
+  ScratchDir dir("prep_threads");
+  tokenizer::Tokenizer tok(english_tokenizer_path());
+  std::string text = slurp(data_file("tiny_en.txt"));
+  text += "\n\n  \r\nA line in CRLF.\r\nthe last line, no newline";
+  std::ofstream(dir / "corpus.txt") << text;
+  data::prepare_corpus(dir / "corpus.txt", tok, dir / "one.bin", 1);
+  const std::string one = slurp(dir / "one.bin");
+  ASSERT_GT(one.size(), 1000u);
+  for (int threads : {2, 3, 7, 5000}) {
+    data::prepare_corpus(dir / "corpus.txt", tok, dir / "many.bin", threads);
+    EXPECT_EQ(slurp(dir / "many.bin"), one) << threads << " threads";
+  }
+}
+
 TEST(Batcher, SameIndexSameBatchAndTargetsShiftByOne) {
   ScratchDir dir("batch");
   std::vector<int32_t> ids(500);

@@ -110,7 +110,7 @@ fs::path save_checkpoint(const fs::path& run_dir, const std::string& name, const
     fs::create_directories(tmp);
     std::vector<std::pair<std::string, std::string>> files;
     files.emplace_back("model.safetensors", weights_bytes(*req.model));
-    if (req.optimizer) files.emplace_back("optimizer.pt", optimizer_bytes(*req.optimizer, *req.model));
+    if (req.optimizer) files.emplace_back("optimizer.pt", optimizer_bytes(*req.optimizer, *req.model, req.muon_state));
     files.emplace_back("trainer_state.json", state_to_json(req.state).dump(2) + "\n");
     files.emplace_back("config.yaml", req.config_yaml);
     files.emplace_back("arch.json", json(req.model->config()).dump(2) + "\n");

@@ -3,7 +3,8 @@
 //   model.safetensors   weights by parameter name, F32, architecture in the metadata (safetensors.h);
 //                       checkpoints written before it hold model.pt instead, which still loads
 //   optimizer.pt        AdamW state as a name -> tensor dict: "<param>.exp_avg", "<param>.exp_avg_sq",
-//                       "<param>.step" per parameter (deterministic bytes; Python torch.load reads it)
+//                       "<param>.step" per parameter, and with Muon "<param>.momentum_buffer"
+//                       (deterministic bytes; Python torch.load reads it)
 //   trainer_state.json  step, tokens seen, data cursor, validation losses
 //   config.yaml         the effective run config
 //   arch.json           the GptConfig the weights belong to
@@ -17,6 +18,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -62,6 +64,7 @@ struct TrainerState {
 struct SaveRequest {
   const model::GptImpl* model = nullptr;
   const torch::optim::AdamW* optimizer = nullptr;  ///< may be null (weights only)
+  std::map<std::string, torch::Tensor> muon_state;  ///< Muon's momentum buffers by "<param>.momentum_buffer"
   TrainerState state;
   std::string config_yaml;
   fs::path tokenizer_model;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -68,7 +69,8 @@ fs::path weights_file(const fs::path& dir) {
   return fs::exists(st) || !fs::exists(dir / "model.pt") ? st : dir / "model.pt";
 }
 
-std::string optimizer_bytes(const torch::optim::AdamW& opt, const model::GptImpl& m) {
+std::string optimizer_bytes(const torch::optim::AdamW& opt, const model::GptImpl& m,
+                            const std::map<std::string, torch::Tensor>& other) {
   c10::Dict<std::string, torch::Tensor> dict;
   for (auto& [name, p] : model::named_weights(m)) {
     auto it = opt.state().find(state_key(opt.state(), p));
@@ -79,6 +81,7 @@ std::string optimizer_bytes(const torch::optim::AdamW& opt, const model::GptImpl
     dict.insert(name + ".exp_avg_sq", st.exp_avg_sq().detach().cpu().contiguous());
     if (st.max_exp_avg_sq().defined()) dict.insert(name + ".max_exp_avg_sq", st.max_exp_avg_sq().detach().cpu().contiguous());
   }
+  for (const auto& [key, t] : other) dict.insert(key, t);
   return dict_bytes(dict);
 }
 
@@ -125,14 +128,31 @@ void copy_weights(model::GptImpl& model, const std::map<std::string, torch::Tens
   for (auto& [name, t] : expected) t.copy_(stored.at(name));
 }
 
-void load_optimizer(torch::optim::AdamW& opt, const model::GptImpl& model, const fs::path& dir) {
+std::map<std::string, torch::Tensor> load_optimizer(torch::optim::AdamW& opt, const model::GptImpl& model,
+                                                    const fs::path& dir) {
   fs::path p = dir / "optimizer.pt";
   if (!fs::is_regular_file(p)) throw CheckpointError("[checkpoint] optimizer state missing: expected " + p.string());
   auto stored = read_dict(p, "optimizer state");
+  std::set<const void*> stepped;  // the parameters this AdamW steps
+  for (const auto& group : opt.param_groups()) {
+    for (const auto& q : group.params()) stepped.insert(q.unsafeGetTensorImpl());
+  }
+  std::map<std::string, torch::Tensor> other;
   size_t used = 0;
   for (auto& [name, param] : model::named_weights(model)) {
+    if (auto mb = stored.find(name + ".momentum_buffer"); mb != stored.end()) {
+      if (mb->second.sizes() != param.sizes()) {
+        throw CheckpointError("[checkpoint] optimizer state of '" + name + "': expected momentum_buffer shaped like the parameter");
+      }
+      other.insert(*mb);
+      ++used;
+    }
     auto step = stored.find(name + ".step");
     if (step == stored.end()) continue;
+    if (!stepped.count(param.unsafeGetTensorImpl())) {
+      throw CheckpointError("[checkpoint] optimizer state of '" + name + "' is AdamW's, but this run does not step it "
+                            "with AdamW. Hint: resume with the checkpoint's train.optimizer");
+    }
     auto avg = stored.find(name + ".exp_avg"), sq = stored.find(name + ".exp_avg_sq");
     if (avg == stored.end() || sq == stored.end() || avg->second.sizes() != param.sizes() ||
         sq->second.sizes() != param.sizes()) {
@@ -152,6 +172,7 @@ void load_optimizer(torch::optim::AdamW& opt, const model::GptImpl& model, const
   if (used != stored.size()) {
     throw CheckpointError("[checkpoint] optimizer state '" + p.string() + "' names parameters this model does not have");
   }
+  return other;
 }
 
 }  // namespace lm::checkpoint

@@ -22,8 +22,10 @@ std::filesystem::path weights_file(const std::filesystem::path& dir);
 
 /// optimizer.pt bytes: "<param>.step", "<param>.exp_avg", "<param>.exp_avg_sq" per parameter that has
 /// AdamW state, keyed by parameter *name* (torch::save of an optimizer keys it by tensor addresses, which
-/// differ between processes, so its bytes could never match across a resume).
-std::string optimizer_bytes(const torch::optim::AdamW& opt, const model::GptImpl& m);
+/// differ between processes, so its bytes could never match across a resume). `other` adds the state of a
+/// second optimizer (Muon: "<param>.momentum_buffer"), already keyed by parameter name.
+std::string optimizer_bytes(const torch::optim::AdamW& opt, const model::GptImpl& m,
+                            const std::map<std::string, torch::Tensor>& other = {});
 
 /// Copies the weights of checkpoint directory `dir` (weights_file) into `model`, checking every name, dtype
 /// and shape first. With `head_from_tok_emb`, a missing head.weight is taken from the stored tok_emb.weight
@@ -35,8 +37,11 @@ void load_weights(model::GptImpl& model, const std::filesystem::path& dir, bool 
 /// or non-F32 tensor.
 void copy_weights(model::GptImpl& model, const std::map<std::string, torch::Tensor>& stored, const std::string& origin);
 
-/// Loads `dir`/optimizer.pt into `opt`, whose parameters are `model`'s (matched by name, shapes checked).
-/// Throws CheckpointError when absent, unreadable or mismatched.
-void load_optimizer(torch::optim::AdamW& opt, const model::GptImpl& model, const std::filesystem::path& dir);
+/// Loads `dir`/optimizer.pt into `opt`, whose parameters are `model`'s (matched by name, shapes checked),
+/// and returns the "<param>.momentum_buffer" entries (Muon's state) for the caller to place. Throws
+/// CheckpointError when absent, unreadable or mismatched, and when AdamW state names a parameter `opt`
+/// does not step (the checkpoint was trained with another train.optimizer).
+std::map<std::string, torch::Tensor> load_optimizer(torch::optim::AdamW& opt, const model::GptImpl& model,
+                                                    const std::filesystem::path& dir);
 
 }  // namespace lm::checkpoint

@@ -146,7 +146,7 @@ void print_samples(SampleOpts& o, model::GptImpl& model, const tokenizer::Tokeni
 }
 
 void run_sample(SampleOpts& o) {
-  util::set_compute_threads(o.threads);
+  util::set_compute_threads(o.threads, o.threads);
   auto ck = checkpoint::load_checkpoint(o.checkpoint);
   if (!move_to_device(*ck.model, o.device)) model::pack_parameters_in_huge_pages(*ck.model);
   tokenizer::Tokenizer tok(ck.tokenizer_model);

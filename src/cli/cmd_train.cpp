@@ -21,6 +21,7 @@ train::TrainJob make_train_job(const config::RunConfig& cfg, const std::string& 
   job.run_dir = cfg.run.dir;
   job.seed = cfg.run.seed;
   job.threads = cfg.run.threads;
+  job.blas_threads = cfg.run.blas_threads;
   job.device = cfg.run.device;
   job.precision = cfg.run.precision;
   job.deterministic = cfg.run.deterministic;

@@ -9,6 +9,7 @@
 #include "dist/local_launch.h"
 #include "util/errors.h"
 #include "util/logging.h"
+#include "util/threads.h"
 
 namespace lm::cli {
 namespace {
@@ -44,9 +45,10 @@ void launch_local_ranks(int nproc, const config::RunConfig& cfg) {
                       "expected one launcher, got two. Hint: drop --nproc under torchrun, SLURM or Kubernetes.");
   }
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  if (static_cast<unsigned>(nproc * cfg.run.threads) > cores) {
+  const int per_rank = std::max(cfg.run.threads, util::resolve_blas_threads(cfg.run.blas_threads, nproc));
+  if (static_cast<unsigned>(nproc * per_rank) > cores) {
     spdlog::warn("launch: {} ranks x {} threads = {} threads on {} cores: oversubscribed cores run far slower",
-                 nproc, cfg.run.threads, nproc * cfg.run.threads, cores);
+                 nproc, per_rank, nproc * per_rank, cores);
   }
   std::vector<std::string> args(g_command_line.begin() + (g_command_line.empty() ? 0 : 1), g_command_line.end());
   const int code = dist::run_local_group(nproc, "/proc/self/exe", dist::without_nproc(args), cfg.dist.timeout_s + 30);

@@ -25,7 +25,8 @@ namespace lm::config {
 struct RunSection {
   std::string dir = "runs/default";  ///< run directory: tokenizer, token files, checkpoints, config.yaml
   uint64_t seed = 1337;              ///< seeds model init and batch sampling
-  int threads = 1;                   ///< compute threads (LibTorch intra-op and OpenBLAS); >= 1
+  int threads = 1;                   ///< LibTorch intra-op threads; >= 1
+  int blas_threads = 0;              ///< OpenBLAS threads; 0 = auto (the cores divided among the processes)
   std::string device = "auto";       ///< auto | cpu | cuda | cuda:N (auto = CUDA when LibTorch sees a GPU)
   util::Precision precision = util::Precision::kAuto;  ///< matrix products: auto | fp32 | bf16
   bool deterministic = false;        ///< LibTorch's deterministic algorithms (matters on CUDA)

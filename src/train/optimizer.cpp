@@ -8,51 +8,77 @@ std::vector<torch::Tensor> DecayGroups::all() const {
   std::vector<torch::Tensor> out = decay;
   out.insert(out.end(), no_decay.begin(), no_decay.end());
   out.insert(out.end(), embedding.begin(), embedding.end());
+  out.insert(out.end(), muon.begin(), muon.end());
   return out;
 }
 
 DecayGroups split_decay_groups(const model::GptImpl& m, double embedding_lr_scale,
-                               const std::vector<std::string>& trainable_later) {
+                               const std::vector<std::string>& trainable_later, bool muon) {
   DecayGroups g;
   g.embedding_lr_scale = embedding_lr_scale;
+  auto add = [](std::vector<std::string>& names, std::vector<torch::Tensor>& ps, int64_t& numel,
+                const std::string& name, const torch::Tensor& p) {
+    names.push_back(name);
+    ps.push_back(p);
+    numel += p.numel();
+  };
   for (auto& [name, p] : model::named_weights(m)) {
     const bool later = std::find(trainable_later.begin(), trainable_later.end(), name) != trainable_later.end();
     if (!p.requires_grad() && !later) continue;
     const bool is_embedding = name.rfind("tok_emb.", 0) == 0 || name.rfind("pos_emb.", 0) == 0;
     if (later || (is_embedding && embedding_lr_scale != 1.0)) {
-      g.embedding_names.push_back(name);
-      g.embedding.push_back(p);
-      g.embedding_numel += p.numel();
+      add(g.embedding_names, g.embedding, g.embedding_numel, name, p);
+    } else if (p.dim() == 2 && !is_embedding && muon && name.rfind("blocks.", 0) == 0) {
+      add(g.muon_names, g.muon, g.muon_numel, name, p);
     } else if (p.dim() == 2 && !is_embedding) {
-      g.decay_names.push_back(name);
-      g.decay.push_back(p);
-      g.decay_numel += p.numel();
+      add(g.decay_names, g.decay, g.decay_numel, name, p);
     } else {
-      g.no_decay_names.push_back(name);
-      g.no_decay.push_back(p);
-      g.no_decay_numel += p.numel();
+      add(g.no_decay_names, g.no_decay, g.no_decay_numel, name, p);
     }
   }
   return g;
 }
 
-std::unique_ptr<torch::optim::AdamW> make_adamw(const DecayGroups& groups, const TrainConfig& cfg) {
+RunOptimizer::RunOptimizer(const DecayGroups& groups, const TrainConfig& cfg) {
   auto opts = [&](double wd) {
     return torch::optim::AdamWOptions(cfg.lr).betas({cfg.beta1, cfg.beta2}).eps(cfg.eps).weight_decay(wd);
   };
   std::vector<torch::optim::OptimizerParamGroup> pg;
-  pg.emplace_back(groups.decay, std::make_unique<torch::optim::AdamWOptions>(opts(cfg.weight_decay)));
-  pg.emplace_back(groups.no_decay, std::make_unique<torch::optim::AdamWOptions>(opts(0.0)));
-  if (!groups.embedding.empty()) pg.emplace_back(groups.embedding, std::make_unique<torch::optim::AdamWOptions>(opts(0.0)));
-  return std::make_unique<torch::optim::AdamW>(std::move(pg), opts(cfg.weight_decay));
+  auto add = [&](const std::vector<torch::Tensor>& ps, double wd, double lr_scale) {
+    if (ps.empty()) return;
+    pg.emplace_back(ps, std::make_unique<torch::optim::AdamWOptions>(opts(wd)));
+    group_lr_scale_.push_back(lr_scale);
+  };
+  add(groups.decay, cfg.weight_decay, 1.0);
+  add(groups.no_decay, 0.0, 1.0);
+  add(groups.embedding, 0.0, groups.embedding_lr_scale);
+  adamw_ = std::make_unique<torch::optim::AdamW>(std::move(pg), opts(cfg.weight_decay));
+  if (!groups.muon.empty()) {
+    muon_ = std::make_unique<Muon>(groups.muon_names, groups.muon, cfg.muon_lr, cfg.muon_momentum, cfg.muon_ns_steps);
+    muon_lr_ratio_ = cfg.muon_lr / cfg.lr;
+  }
 }
 
-void set_lr(torch::optim::Optimizer& opt, double lr, const DecayGroups& groups) {
-  auto& pg = opt.param_groups();
+void RunOptimizer::set_lr(double lr) {
+  auto& pg = adamw_->param_groups();
   for (size_t i = 0; i < pg.size(); ++i) {
-    const double scale = i == 2 ? groups.embedding_lr_scale : 1.0;
-    static_cast<torch::optim::AdamWOptions&>(pg[i].options()).lr(lr * scale);
+    static_cast<torch::optim::AdamWOptions&>(pg[i].options()).lr(lr * group_lr_scale_[i]);
   }
+  if (muon_) muon_->set_lr(lr * muon_lr_ratio_);
+}
+
+void RunOptimizer::step() {
+  adamw_->step();
+  if (muon_) muon_->step();
+}
+
+void RunOptimizer::zero_grad() {
+  adamw_->zero_grad();
+  if (muon_) muon_->zero_grad();
+}
+
+std::map<std::string, torch::Tensor> RunOptimizer::muon_state() const {
+  return muon_ ? muon_->state() : std::map<std::string, torch::Tensor>{};
 }
 
 }  // namespace lm::train

@@ -1,25 +1,28 @@
-// AdamW with two parameter groups (docs/ARCHITECTURE.md "Model contract"): 2-D matmul weights are
-// decayed; token and position embeddings, LayerNorm parameters and biases are not.
+// The optimizers of a run (docs/ARCHITECTURE.md "Model contract"): AdamW with decay groups (2-D matmul weights
+// decayed; token and position embeddings, LayerNorm parameters and biases not), or, with train.optimizer:
+// muon, Muon (train/muon.h) for the transformer blocks' 2-D matrices and that AdamW for everything else.
 #pragma once
 
 #include <torch/torch.h>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "model/gpt.h"
+#include "train/muon.h"
 #include "train/train_config.h"
 
 namespace lm::train {
 
 /// Parameter names and tensors of each optimizer group (trainable parameters only).
 struct DecayGroups {
-  std::vector<std::string> decay_names, no_decay_names, embedding_names;
-  std::vector<torch::Tensor> decay, no_decay, embedding;
-  int64_t decay_numel = 0, no_decay_numel = 0, embedding_numel = 0;
+  std::vector<std::string> decay_names, no_decay_names, embedding_names, muon_names;
+  std::vector<torch::Tensor> decay, no_decay, embedding, muon;
+  int64_t decay_numel = 0, no_decay_numel = 0, embedding_numel = 0, muon_numel = 0;
   double embedding_lr_scale = 1.0;  ///< lr multiplier of the `embedding` group
-  /// Every tensor of the three groups, in group order (the order gradient clipping sees them).
+  /// Every tensor of the groups, in group order (the order gradient clipping sees them); muon last.
   std::vector<torch::Tensor> all() const;
 };
 
@@ -28,15 +31,35 @@ struct DecayGroups {
 /// scaled (fine-tuning: finetune.embedding_lr_scale). Frozen parameters named in `trainable_later`
 /// (embeddings unfrozen mid-run) join that third group from the start: with no gradient they get no
 /// AdamW state until they are unfrozen, and the group layout and parameter order never change, so a
-/// resumed run clips and steps exactly as an uninterrupted one.
+/// resumed run clips and steps exactly as an uninterrupted one. With `muon`, the 2-D weights under
+/// `blocks.` go to the `muon` group instead of `decay` (an untied head stays in `decay`).
 DecayGroups split_decay_groups(const model::GptImpl& m, double embedding_lr_scale = 1.0,
-                               const std::vector<std::string>& trainable_later = {});
+                               const std::vector<std::string>& trainable_later = {}, bool muon = false);
 
-/// AdamW: group 0 decays with cfg.weight_decay, group 1 has weight_decay 0, and group 2 (when the
-/// embedding group is not empty) has weight_decay 0 and a scaled lr.
-std::unique_ptr<torch::optim::AdamW> make_adamw(const DecayGroups& groups, const TrainConfig& cfg);
+/// AdamW over the decay, no-decay and embedding groups (empty ones left out) and, when the muon group is
+/// not empty, Muon over it. One step() steps both; set_lr sets both from the one schedule.
+class RunOptimizer {
+ public:
+  RunOptimizer(const DecayGroups& groups, const TrainConfig& cfg);
 
-/// Sets the learning rate of every parameter group (the embedding group gets lr * embedding_lr_scale).
-void set_lr(torch::optim::Optimizer& opt, double lr, const DecayGroups& groups);
+  /// `lr` is train.lr's schedule at this step: AdamW groups get lr (the embedding group lr * scale), Muon
+  /// gets lr * muon_lr / train.lr.
+  void set_lr(double lr);
+  void step();
+  void zero_grad();
+
+  const torch::optim::AdamW& adamw() const { return *adamw_; }
+  torch::optim::AdamW& adamw() { return *adamw_; }
+  /// Null unless train.optimizer is muon and some block matrix is trainable.
+  Muon* muon() { return muon_.get(); }
+  /// Muon's state for a checkpoint (empty without Muon).
+  std::map<std::string, torch::Tensor> muon_state() const;
+
+ private:
+  std::unique_ptr<torch::optim::AdamW> adamw_;
+  std::vector<double> group_lr_scale_;  ///< per AdamW group
+  std::unique_ptr<Muon> muon_;
+  double muon_lr_ratio_ = 1.0;
+};
 
 }  // namespace lm::train

@@ -15,11 +15,23 @@ enum class NonFinitePolicy {
 NonFinitePolicy parse_nonfinite_policy(std::string_view s);  ///< "stop" | "skip"; throws ConfigError
 std::string to_string(NonFinitePolicy p);
 
+/// Which optimizer steps the transformer blocks' 2-D weight matrices (train.optimizer).
+enum class OptimizerKind {
+  kAdamW,  ///< AdamW for every parameter
+  kMuon,   ///< Muon (train/muon.h) for the blocks' 2-D matrices, AdamW for embeddings, head, LayerNorms, biases
+};
+OptimizerKind parse_optimizer_kind(std::string_view s);  ///< "adamw" | "muon"; throws ConfigError
+std::string to_string(OptimizerKind k);
+
 struct TrainConfig {
   int64_t batch_size = 16;      ///< sequences per micro-batch (per process); each is model.max_seq_len tokens
   int64_t grad_accum = 1;       ///< micro-batches per optimizer step (gradients averaged); >= 1
   int64_t max_steps = 2000;     ///< optimizer steps to run; >= 1
-  double lr = 1e-3;             ///< peak learning rate after warmup; > 0
+  OptimizerKind optimizer = OptimizerKind::kAdamW;
+  double lr = 1e-3;             ///< peak learning rate after warmup; > 0 (AdamW; Muon follows its schedule)
+  double muon_lr = 0.02;        ///< Muon's peak learning rate; its schedule is lr's, scaled by muon_lr / lr
+  double muon_momentum = 0.95;  ///< Muon's (Nesterov) momentum; [0, 1)
+  int64_t muon_ns_steps = 5;    ///< Newton-Schulz iterations per update; >= 1
   double min_lr = 1e-4;         ///< floor of the cosine decay; 0 <= min_lr <= lr
   int64_t warmup_steps = 100;   ///< linear warmup from lr/warmup_steps to lr; 0 <= warmup_steps <= max_steps
   double weight_decay = 0.1;    ///< AdamW decoupled decay, applied to 2-D matmul weights only

@@ -28,6 +28,7 @@ struct TrainJob {
   std::filesystem::path run_dir;
   uint64_t seed = 1337;
   int threads = 1;
+  int blas_threads = 0;  ///< run.blas_threads (0 = auto)
   std::string device = "auto";  ///< run.device spec, resolved by util::resolve_device at the start
   util::Precision precision = util::Precision::kAuto;
   bool deterministic = false;

@@ -46,7 +46,8 @@ class Trainer {
         data_(std::move(data)),
         model_(build_model(job, data_, device, dtype)),
         freezer_(*model_, job.freeze, job.unfreeze, job.unfreeze_after),
-        groups_(split_decay_groups(*model_, job.embedding_lr_scale, freezer_.unfrozen_later())),
+        groups_(split_decay_groups(*model_, job.embedding_lr_scale, freezer_.unfrozen_later(),
+                                   job.train.optimizer == OptimizerKind::kMuon)),
         opt_(build_optimizer(job, groups_, freezer_)),
         state_(restore(job, data_, *model_, *opt_)),
         dp_(job.group, *model_),  // after the resume load: rank 0's weights are broadcast
@@ -70,7 +71,7 @@ class Trainer {
     while (!early_stopped && state_.step < job_.train.max_steps) {
       if (freezer_.unfreeze_if_due(*model_, state_.step, job_.embedding_lr_scale)) dp_.retrack();
       const double lr = lr_at(state_.step, job_.train);
-      set_lr(*opt_, lr, groups_);
+      opt_->set_lr(lr);
       const auto [loss, grad_norm] = optimizer_step();
       record_step(loss, lr, grad_norm);
       if (state_.step == job_.train.max_steps) break;  // the final validation and save follow the loop
@@ -195,8 +196,8 @@ class Trainer {
     state_.data_cursor = batcher_.cursor();
     state_.world_size = dp_.world_size();
     state_.torch_rng_state = checkpoint::torch_rng_state_hex();
-    checkpoint::SaveRequest req{model_.get(), opt_.get(), state_, job_.config_yaml, data_.paths.tokenizer,
-                                update_latest, job_.faults};
+    checkpoint::SaveRequest req{model_.get(), &opt_->adamw(), opt_->muon_state(), state_, job_.config_yaml,
+                                data_.paths.tokenizer, update_latest, job_.faults};
     auto dir = checkpoint::save_checkpoint(job_.run_dir, name, req);
     spdlog::info("checkpoint: {}", dir.string());
     return dir;
@@ -280,7 +281,7 @@ class Trainer {
   model::Gpt model_;
   Freezer freezer_;
   DecayGroups groups_;
-  std::unique_ptr<torch::optim::AdamW> opt_;
+  std::unique_ptr<RunOptimizer> opt_;
   checkpoint::TrainerState state_;
   DataParallel dp_;
   const int64_t first_step_;  ///< steps done before this process started
@@ -297,7 +298,7 @@ class Trainer {
 }  // namespace
 
 TrainResult run_training(const TrainJob& job) {
-  util::set_compute_threads(job.threads);
+  util::set_compute_threads(job.threads, util::resolve_blas_threads(job.blas_threads, job.group ? job.group->size() : 1));
   torch::Device device = util::resolve_device(job.device);  // a missing GPU is refused before anything else
   if (device.is_cuda() && job.group && job.device.find(':') == std::string::npos) {
     device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(job.group->env().local_rank));  // one GPU a rank

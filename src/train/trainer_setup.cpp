@@ -4,6 +4,7 @@
 
 #include "checkpoint/rng_state.h"
 #include "train/resume.h"
+#include "util/errors.h"
 #include "util/text.h"
 
 namespace lm::train {
@@ -22,6 +23,11 @@ void log_model_summary(const model::GptImpl& m, const DecayGroups& g, const Trai
   spdlog::info("decay groups: {} tensors / {} params with weight_decay={}; {} tensors / {} params without ({})",
                g.decay.size(), g.decay_numel, job.train.weight_decay, g.no_decay.size(), g.no_decay_numel,
                g.no_decay.size() > 6 ? "embeddings, LayerNorm, biases" : util::join(g.no_decay_names, ", "));
+  if (!g.muon.empty()) {
+    spdlog::info("muon group: {} tensors / {} params (the blocks' 2-D matrices) at muon_lr {}, momentum {}, {} "
+                 "Newton-Schulz steps, no weight decay", g.muon.size(), g.muon_numel, job.train.muon_lr,
+                 job.train.muon_momentum, job.train.muon_ns_steps);
+  }
   if (!g.embedding.empty()) {
     spdlog::info("embedding group: {} tensors / {} params without weight decay at {} x lr ({})", g.embedding.size(),
                  g.embedding_numel, g.embedding_lr_scale, util::join(g.embedding_names, ", "));
@@ -52,8 +58,7 @@ model::Gpt build_model(const TrainJob& job, const RunData& data, const torch::De
   return model;
 }
 
-std::unique_ptr<torch::optim::AdamW> build_optimizer(const TrainJob& job, const DecayGroups& groups,
-                                                     const Freezer& freezer) {
+std::unique_ptr<RunOptimizer> build_optimizer(const TrainJob& job, const DecayGroups& groups, const Freezer& freezer) {
   if (!freezer.unfrozen_later().empty()) {
     spdlog::info("unfreeze_embeddings_after {}: {} frozen for steps 1-{}, then trained at {} x lr with fresh AdamW state",
                  job.unfreeze_after, util::join(freezer.unfrozen_later(), ", "), job.unfreeze_after,
@@ -63,17 +68,23 @@ std::unique_ptr<torch::optim::AdamW> build_optimizer(const TrainJob& job, const 
     spdlog::info("embedding lr scale {}: {} at {} x lr", job.embedding_lr_scale,
                  util::join(groups.embedding_names, ", "), job.embedding_lr_scale);
   }
-  return make_adamw(groups, job.train);
+  return std::make_unique<RunOptimizer>(groups, job.train);
 }
 
-checkpoint::TrainerState restore(const TrainJob& job, const RunData& data, model::GptImpl& model,
-                                 torch::optim::AdamW& opt) {
+checkpoint::TrainerState restore(const TrainJob& job, const RunData& data, model::GptImpl& model, RunOptimizer& opt) {
   checkpoint::TrainerState state;
   if (!job.resume_from.empty()) {
     state = checkpoint::read_trainer_state(job.resume_from);
     check_data_identity(state.data, data.identity);
     checkpoint::load_weights(model, job.resume_from);
-    checkpoint::load_optimizer(opt, model, job.resume_from);
+    auto momentum = checkpoint::load_optimizer(opt.adamw(), model, job.resume_from);
+    if (opt.muon()) {
+      opt.muon()->load_state(momentum);
+    } else if (!momentum.empty()) {
+      throw CheckpointError("[checkpoint] optimizer state of " + job.resume_from.string() + " holds Muon momentum ('" +
+                            momentum.begin()->first + "'), but this run's train.optimizer is adamw. Hint: resume "
+                            "with the checkpoint's train.optimizer");
+    }
     checkpoint::restore_torch_rng_state(state.torch_rng_state);
     spdlog::info("resumed from {} at step {} ({} tokens seen)", job.resume_from.string(), state.step,
                  state.tokens_seen);

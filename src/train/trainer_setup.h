@@ -19,14 +19,12 @@ namespace lm::train {
 /// on every device), with a fine-tune's starting weights when not resuming, then moved to `device`.
 model::Gpt build_model(const TrainJob& job, const RunData& data, const torch::Device& device, c10::ScalarType dtype);
 
-/// AdamW over the decay groups, logging the fine-tune's unfreeze plan and embedding lr scale.
-std::unique_ptr<torch::optim::AdamW> build_optimizer(const TrainJob& job, const DecayGroups& groups,
-                                                     const Freezer& freezer);
+/// AdamW (and Muon) over the decay groups, logging the fine-tune's unfreeze plan and embedding lr scale.
+std::unique_ptr<RunOptimizer> build_optimizer(const TrainJob& job, const DecayGroups& groups, const Freezer& freezer);
 
-/// The trainer state to start from: a resumed run's (weights, AdamW moments and RNG restored too), or a
+/// The trainer state to start from: a resumed run's (weights, optimizer state and RNG restored too), or a
 /// fresh one. Either way it records the identity of this run's data.
-checkpoint::TrainerState restore(const TrainJob& job, const RunData& data, model::GptImpl& model,
-                                 torch::optim::AdamW& opt);
+checkpoint::TrainerState restore(const TrainJob& job, const RunData& data, model::GptImpl& model, RunOptimizer& opt);
 
 /// Parameters, embedding share, decay groups, threads, device and the batch per step.
 void log_model_summary(const model::GptImpl& m, const DecayGroups& g, const TrainJob& job, int world_size);

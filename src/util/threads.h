@@ -1,12 +1,20 @@
-// Compute-thread control: LibTorch intra-op threads and OpenBLAS threads, set together so they never
-// oversubscribe the cores (measured: oversubscription roughly halves training speed; see
-// docs/ARCHITECTURE.md "Threads and memory").
+// Compute-thread control: LibTorch intra-op threads and OpenBLAS's own thread pool. LibTorch's
+// set_num_threads does not reach OpenBLAS, so both are set here, explicitly (measured on 2 vCPUs: one
+// LibTorch thread over two BLAS threads trains config S ~1.4x faster than one over one, while two LibTorch
+// threads over two BLAS threads oversubscribe and are slower; see docs/ARCHITECTURE.md "Threads and memory").
 #pragma once
 
 namespace lm::util {
 
-/// Sets LibTorch's intra-op threads to `n` and OpenBLAS's threads to `n` (when OpenBLAS is loaded).
-/// REQUIRES: n >= 1.
-void set_compute_threads(int n);
+/// Sets LibTorch's intra-op threads to `torch_threads` and OpenBLAS's to `blas_threads` (when OpenBLAS is
+/// loaded). REQUIRES: both >= 1.
+void set_compute_threads(int torch_threads, int blas_threads);
+
+/// run.blas_threads resolved: `configured` when > 0, else (0 = auto) the cores of this machine divided
+/// among `processes` processes, at least 1.
+int resolve_blas_threads(int configured, int processes);
+
+/// OpenBLAS's thread count now, or 0 when OpenBLAS is not the loaded BLAS.
+int blas_threads();
 
 }  // namespace lm::util

@@ -1,0 +1,52 @@
+// Muon ("MomentUm Orthogonalized by Newton-Schulz", K. Jordan et al., 2024), written from its published
+// description: SGD momentum with a Nesterov look-ahead, then each 2-D update is replaced by an approximation
+// of its nearest semi-orthogonal matrix (U V^T of its SVD) by a few quintic Newton-Schulz iterations, and
+// scaled by sqrt(max(1, rows / cols)). lmtrain steps the transformer blocks' 2-D weight matrices with it and
+// everything else with AdamW (train/optimizer.h; README "Optimizers").
+#pragma once
+
+#include <torch/torch.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace lm::train {
+
+/// Coefficients (a, b, c) of the quintic iteration X <- a X + b (X X^T) X + c (X X^T)^2 X, chosen (in the
+/// published Muon) to push every singular value in (0, 1] quickly towards ~1 rather than to converge exactly:
+/// after 5 steps the singular values lie roughly in [0.7, 1.2].
+inline constexpr double kNewtonSchulzA = 3.4445, kNewtonSchulzB = -4.7750, kNewtonSchulzC = 2.0315;
+
+/// Approximately orthogonalises a 2-D matrix `g` (rows x cols): normalises it by its Frobenius norm, runs
+/// `steps` quintic iterations on the wide orientation (rows <= cols, transposing if needed) and returns the
+/// result in `g`'s shape, in fp32. REQUIRES: g.dim() == 2, steps >= 1.
+torch::Tensor newton_schulz(const torch::Tensor& g, int64_t steps);
+
+/// Muon over a fixed list of 2-D parameters. Per parameter p with gradient g and momentum buffer m (zero at
+/// first): m <- mu m + g; u <- g + mu m; p <- p - lr sqrt(max(1, rows/cols)) newton_schulz(u). No weight
+/// decay. Parameters without a gradient (frozen) are skipped and get no state.
+class Muon {
+ public:
+  Muon(std::vector<std::string> names, std::vector<torch::Tensor> params, double lr, double momentum, int64_t ns_steps);
+
+  void step();
+  void zero_grad();  ///< as torch::optim::Optimizer::zero_grad: defined gradients are detached and zeroed
+  void set_lr(double lr) { lr_ = lr; }
+  double lr() const { return lr_; }
+  const std::vector<std::string>& names() const { return names_; }
+
+  /// Momentum buffers of the parameters that have one, keyed "<param name>.momentum_buffer" (CPU, contiguous).
+  std::map<std::string, torch::Tensor> state() const;
+  /// Restores state() output. Throws CheckpointError for a name that is not one of this optimizer's
+  /// parameters or a shape that differs.
+  void load_state(const std::map<std::string, torch::Tensor>& state);
+
+ private:
+  std::vector<std::string> names_;
+  std::vector<torch::Tensor> params_, buffers_;  ///< buffers_[i] undefined until params_[i] first steps
+  double lr_, momentum_;
+  int64_t ns_steps_;
+};
+
+}  // namespace lm::train

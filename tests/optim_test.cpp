@@ -1,0 +1,205 @@
+// Optimizers and the fast path: Muon's maths against a plain float64 reference, its parameter groups, its
+// state through a kill and a resume, fine-tuning with it under freezing; and the loss trajectory of two BLAS
+// threads (the default on 2 cores) against the plain one-thread path.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+
+#include "checkpoint/checkpoint.h"
+#include "test_util.h"
+#include "train/muon.h"
+#include "train/optimizer.h"
+#include "util/errors.h"
+
+namespace lm::test {
+
+namespace {
+
+// The published quintic iteration, written out in float64 with nothing shared with train/muon.cpp.
+torch::Tensor reference_newton_schulz(torch::Tensor g, int steps) {
+  torch::Tensor x = g.to(torch::kDouble);
+  const bool tall = x.size(0) > x.size(1);
+  if (tall) x = x.t();
+  x = x / (std::sqrt((x * x).sum().item<double>()) + 1e-7);
+  for (int i = 0; i < steps; ++i) {
+    torch::Tensor a = x.mm(x.t());
+    x = 3.4445 * x + (-4.7750 * a + 2.0315 * a.mm(a)).mm(x);
+  }
+  return tall ? x.t() : x;
+}
+
+torch::Tensor singular_values(const torch::Tensor& m) { return torch::linalg_svdvals(m.to(torch::kDouble)); }
+
+struct LoadedWeights {
+  checkpoint::LoadedCheckpoint ck;
+  torch::Tensor get(const std::string& name) const {
+    for (auto& [n, t] : model::named_weights(*ck.model)) {
+      if (n == name) return t;
+    }
+    ADD_FAILURE() << "no weight " << name;
+    return {};
+  }
+};
+
+std::string muon_run(const ScratchDir& dir, const std::string& run, const std::string& train_extra = "") {
+  RunSpec spec;
+  spec.run = run;
+  spec.train = "batch_size: 4, max_steps: 8, warmup_steps: 1, eval_every: 0, optimizer: muon" + train_extra;
+  spec.extra = "checkpoint: {every: 4, keep_last: 2}\n";
+  return "train -c " + write_run_config(dir, spec).string();
+}
+
+}  // namespace
+
+TEST(Muon, NewtonSchulzOutputIsNearOrthogonal) {
+  torch::manual_seed(21);
+  for (auto shape : {std::vector<int64_t>{64, 256}, std::vector<int64_t>{256, 64}, std::vector<int64_t>{96, 288}}) {
+    torch::Tensor g = torch::randn(shape);
+    torch::Tensor o = lm::train::newton_schulz(g, 5);
+    ASSERT_EQ(o.sizes(), g.sizes());
+    torch::Tensor s = singular_values(o);
+    // The published coefficients trade exactness for speed: every singular value lands near 1, in about
+    // [0.7, 1.2], instead of converging to exactly 1.
+    EXPECT_GT(s.min().item<double>(), 0.6) << shape[0] << "x" << shape[1];
+    EXPECT_LT(s.max().item<double>(), 1.25) << shape[0] << "x" << shape[1];
+    // ... and the result points the way of the exact orthogonal factor U V^T of g.
+    auto [u, sv, vh] = torch::linalg_svd(g.to(torch::kDouble), /*full_matrices=*/false);
+    torch::Tensor polar = u.mm(vh);
+    const double cosine = (polar * o.to(torch::kDouble)).sum().item<double>() /
+                          (polar.norm().item<double>() * o.to(torch::kDouble).norm().item<double>());
+    EXPECT_GT(cosine, 0.97) << shape[0] << "x" << shape[1];
+  }
+  // Scale does not matter: the input is normalised first.
+  torch::Tensor g = torch::randn({32, 80});
+  EXPECT_TRUE(torch::allclose(lm::train::newton_schulz(g, 5), lm::train::newton_schulz(1000 * g, 5), 1e-4, 1e-5));
+}
+
+TEST(Muon, UpdateMatchesAPlainTensorReference) {
+  torch::manual_seed(22);
+  const double lr = 0.02, mu = 0.95;
+  std::vector<torch::Tensor> params = {torch::randn({48, 96}), torch::randn({96, 48})};
+  std::vector<torch::Tensor> ref_w, ref_m;
+  for (auto& p : params) {
+    ref_w.push_back(p.to(torch::kDouble).clone());
+    ref_m.push_back(torch::zeros_like(ref_w.back()));
+    p.set_requires_grad(true);
+  }
+  lm::train::Muon muon({"a", "b"}, params, lr, mu, 5);
+  for (int step = 0; step < 4; ++step) {
+    for (size_t i = 0; i < params.size(); ++i) {
+      torch::Tensor g = torch::randn(params[i].sizes());
+      params[i].mutable_grad() = g.clone();
+      torch::Tensor gd = g.to(torch::kDouble);
+      ref_m[i] = mu * ref_m[i] + gd;
+      torch::Tensor u = gd + mu * ref_m[i];
+      const double scale = std::sqrt(std::max(1.0, double(params[i].size(0)) / double(params[i].size(1))));
+      ref_w[i] = ref_w[i] - lr * scale * reference_newton_schulz(u, 5);
+    }
+    muon.step();
+    for (size_t i = 0; i < params.size(); ++i) {
+      const double diff = (params[i].detach().to(torch::kDouble) - ref_w[i]).abs().max().item<double>();
+      EXPECT_LT(diff, 1e-6) << "step " << step << " param " << i;
+    }
+  }
+  auto state = muon.state();
+  ASSERT_EQ(state.size(), 2u);
+  EXPECT_LT((state.at("a.momentum_buffer").to(torch::kDouble) - ref_m[0]).abs().max().item<double>(), 1e-5);
+}
+
+TEST(Muon, ParametersWithoutAGradientStayPutAndGetNoState) {
+  torch::Tensor a = torch::randn({8, 8}).requires_grad_(), b = torch::randn({8, 8}).requires_grad_();
+  const torch::Tensor b0 = b.detach().clone();
+  lm::train::Muon muon({"a", "b"}, {a, b}, 0.02, 0.95, 5);
+  a.mutable_grad() = torch::randn({8, 8});
+  muon.step();
+  EXPECT_TRUE(torch::equal(b.detach(), b0));
+  EXPECT_EQ(muon.state().count("b.momentum_buffer"), 0u);
+  EXPECT_EQ(muon.state().count("a.momentum_buffer"), 1u);
+  EXPECT_THROW(muon.load_state({{"c.momentum_buffer", torch::zeros({8, 8})}}), lm::CheckpointError);
+  EXPECT_THROW(muon.load_state({{"a.momentum_buffer", torch::zeros({8, 4})}}), lm::CheckpointError);
+}
+
+TEST(Muon, TakesTheBlocksMatricesAndLeavesTheRestToAdamW) {
+  torch::manual_seed(23);
+  model::Gpt m(tiny_config(64, /*tied=*/false));
+  auto g = lm::train::split_decay_groups(*m, 1.0, {}, /*muon=*/true);
+  auto plain = lm::train::split_decay_groups(*m);
+  for (const auto& name : g.muon_names) {
+    EXPECT_EQ(name.rfind("blocks.", 0), 0u) << name;
+    EXPECT_NE(name.find(".weight"), std::string::npos) << name;
+  }
+  EXPECT_EQ(g.muon.size(), 4u * static_cast<size_t>(m->config().n_layers));  // qkv, proj, fc, proj per block
+  EXPECT_EQ(g.decay_names, std::vector<std::string>{"head.weight"});
+  EXPECT_EQ(g.no_decay_names, plain.no_decay_names);
+  EXPECT_EQ(g.muon_numel + g.decay_numel, plain.decay_numel);
+  EXPECT_TRUE(plain.muon.empty());
+}
+
+// The state survives a kill: momentum buffers are in optimizer.pt, and resuming gives the same losses and
+// the same bytes as a run that never stopped.
+TEST(Muon, KillAndResumeIsBitwiseIdenticalToAStraightRun) {
+  ScratchDir dir("muon_resume");
+  auto straight = run_lmtrain(muon_run(dir, "straight"));
+  ASSERT_EQ(straight.exit_code, 0) << straight.output;
+  EXPECT_NE(straight.output.find("muon group: 8 tensors"), std::string::npos) << straight.output;
+  auto killed = run_lmtrain_faults("LMTRAIN_TEST_KILL_SAVE=step_00000008:file", muon_run(dir, "split"));
+  ASSERT_NE(killed.exit_code, 0) << killed.output;
+  ASSERT_EQ(slurp(dir / "split" / "latest").substr(0, 13), "step_00000004") << killed.output;
+  auto resumed = run_lmtrain(muon_run(dir, "split") + " --resume auto");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_EQ(losses(dir / "split"), losses(dir / "straight"));
+  const fs::path a = dir / "straight" / "step_00000008", b = dir / "split" / "step_00000008";
+  EXPECT_EQ(manifest_sha(a, "model.safetensors"), manifest_sha(b, "model.safetensors"));
+  EXPECT_EQ(manifest_sha(a, "optimizer.pt"), manifest_sha(b, "optimizer.pt"));
+  EXPECT_NE(slurp(a / "optimizer.pt").find("blocks.0.attn.qkv.weight.momentum_buffer"), std::string::npos);
+
+  // A checkpoint trained with Muon does not resume under AdamW (its momentum has nowhere to go), and back.
+  auto other = run_lmtrain(muon_run(dir, "split") + " --set train.optimizer=adamw --set train.max_steps=12 --resume auto");
+  EXPECT_EQ(other.exit_code, 4) << other.output;
+  EXPECT_NE(other.output.find("holds Muon momentum"), std::string::npos) << other.output;
+}
+
+TEST(Muon, FineTuningWithMuonStillFreezes) {
+  ScratchDir dir("muon_ft");
+  RunSpec pre;
+  pre.run = "pre";
+  ASSERT_EQ(run_lmtrain("train -c " + write_run_config(dir, pre).string()).exit_code, 0);
+  RunSpec ft;
+  ft.run = "ft";
+  ft.train_text = "tiny_en_val.txt";
+  ft.tokenizer = ft.model = "";
+  ft.train = "batch_size: 4, max_steps: 5, warmup_steps: 1, eval_every: 0, optimizer: muon";
+  ft.extra = "finetune: {freeze_embeddings: true, freeze: [blocks.0.]}\n";
+  auto r = run_lmtrain("finetune --from " + (dir / "pre").string() + " -c " + write_run_config(dir, ft).string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("frozen tensors unchanged"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("muon group: 4 tensors"), std::string::npos) << r.output;  // block 1 only
+  LoadedWeights a{checkpoint::load_checkpoint(dir / "pre")}, b{checkpoint::load_checkpoint(dir / "ft")};
+  EXPECT_TRUE(torch::equal(a.get("tok_emb.weight"), b.get("tok_emb.weight")));
+  EXPECT_TRUE(torch::equal(a.get("blocks.0.mlp.fc.weight"), b.get("blocks.0.mlp.fc.weight")));
+  EXPECT_FALSE(torch::equal(a.get("blocks.1.mlp.fc.weight"), b.get("blocks.1.mlp.fc.weight")));
+}
+
+// The default BLAS pool (every core) against the plain one-thread path: the same losses to 1e-4 for the
+// first 20 steps (only the summation order inside the matrix products may differ).
+TEST(FastPath, TwoBlasThreadsFollowTheOneThreadLosses) {
+  ScratchDir dir("blas_threads");
+  RunSpec spec;
+  spec.model = "d_model: 128, n_layers: 2, n_heads: 4, max_seq_len: 32";
+  spec.train = "batch_size: 8, max_steps: 20, warmup_steps: 2, eval_every: 0, log_every: 1";
+  std::vector<std::vector<std::string>> runs;
+  for (int blas : {1, 2}) {
+    spec.run = "blas" + std::to_string(blas);
+    auto r = run_lmtrain("train -c " + write_run_config(dir, spec).string() + " --set run.blas_threads=" +
+                         std::to_string(blas));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find(blas == 1 ? "1 BLAS thread," : "2 BLAS threads,"), std::string::npos) << r.output;
+    runs.push_back(losses(dir / spec.run));
+  }
+  ASSERT_EQ(runs[0].size(), 20u);
+  ASSERT_EQ(runs[1].size(), 20u);
+  for (size_t i = 0; i < 20; ++i) EXPECT_NEAR(std::stod(runs[0][i]), std::stod(runs[1][i]), 1e-4) << "step " << i + 1;
+}
+
+}  // namespace lm::test
