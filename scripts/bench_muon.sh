@@ -26,8 +26,11 @@ mkdir -p "$out"
 [ -n "${SKIP_ADAMW:-}" ] || run adamw "$adamw_steps"
 run muon "$muon_steps" --set train.optimizer=muon "$@"
 /usr/bin/python3 - "$out" <<'PY'
-import json, sys
+import json, statistics, sys
 out = sys.argv[1]
+def speed(name):
+    rates = [r["tokens_per_s"] for r in map(json.loads, open(f"{out}/{name}/metrics.jsonl")) if r["kind"] == "train"]
+    return statistics.median(rates[1:])
 def read(name):
     rows = [json.loads(l) for l in open(f"{out}/{name}/metrics.jsonl")]
     val = {r["step"]: r["loss"] for r in rows if r["kind"] == "val" and not r.get("full")}
@@ -43,4 +46,6 @@ for s in sorted(set(a) | set(m)):
 print(f"final (whole val file): AdamW {af['loss']:.4f} at step {af['step']}, Muon {mf['loss']:.4f} at step {mf['step']}"
       f" ({mf['step'] / af['step']:.0%} of the steps): Muon {'reaches' if mf['loss'] <= af['loss'] else 'does not reach'}"
       " AdamW's loss")
+print(f"training speed (median of the logged windows): AdamW {speed('adamw'):,.0f} tokens/s, Muon {speed('muon'):,.0f}"
+      f" ({speed('muon') / speed('adamw'):.2f}x)")
 PY
