@@ -45,7 +45,7 @@ struct LoadedWeights {
 std::string muon_run(const ScratchDir& dir, const std::string& run, const std::string& train_extra = "") {
   RunSpec spec;
   spec.run = run;
-  spec.train = "batch_size: 4, max_steps: 8, warmup_steps: 1, eval_every: 0, optimizer: muon" + train_extra;
+  spec.train = "batch_size: 4, max_steps: 8, warmup_steps: 1, eval_every: 0, log_every: 1, optimizer: muon" + train_extra;
   spec.extra = "checkpoint: {every: 4, keep_last: 2}\n";
   return "train -c " + write_run_config(dir, spec).string();
 }
@@ -149,6 +149,7 @@ TEST(Muon, KillAndResumeIsBitwiseIdenticalToAStraightRun) {
   auto resumed = run_lmtrain(muon_run(dir, "split") + " --resume auto");
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
   EXPECT_EQ(losses(dir / "split"), losses(dir / "straight"));
+  EXPECT_EQ(losses(dir / "split").size(), 8u);
   const fs::path a = dir / "straight" / "step_00000008", b = dir / "split" / "step_00000008";
   EXPECT_EQ(manifest_sha(a, "model.safetensors"), manifest_sha(b, "model.safetensors"));
   EXPECT_EQ(manifest_sha(a, "optimizer.pt"), manifest_sha(b, "optimizer.pt"));
@@ -158,6 +159,10 @@ TEST(Muon, KillAndResumeIsBitwiseIdenticalToAStraightRun) {
   auto other = run_lmtrain(muon_run(dir, "split") + " --set train.optimizer=adamw --set train.max_steps=12 --resume auto");
   EXPECT_EQ(other.exit_code, 4) << other.output;
   EXPECT_NE(other.output.find("holds Muon momentum"), std::string::npos) << other.output;
+  ASSERT_EQ(run_lmtrain(muon_run(dir, "plain") + " --set train.optimizer=adamw").exit_code, 0);
+  auto back = run_lmtrain(muon_run(dir, "plain") + " --set train.max_steps=12 --resume auto");
+  EXPECT_EQ(back.exit_code, 4) << back.output;
+  EXPECT_NE(back.output.find("is AdamW's, but this run does not step it with AdamW"), std::string::npos) << back.output;
 }
 
 TEST(Muon, FineTuningWithMuonStillFreezes) {

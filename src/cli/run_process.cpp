@@ -44,7 +44,7 @@ void launch_local_ranks(int nproc, const config::RunConfig& cfg) {
     throw ConfigError("[launch] --nproc " + std::to_string(nproc) + " inside a launch that already set WORLD_SIZE: "
                       "expected one launcher, got two. Hint: drop --nproc under torchrun, SLURM or Kubernetes.");
   }
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const unsigned cores = static_cast<unsigned>(util::usable_cores());
   const int per_rank = std::max(cfg.run.threads, util::resolve_blas_threads(cfg.run.blas_threads, nproc));
   if (static_cast<unsigned>(nproc * per_rank) > cores) {
     spdlog::warn("launch: {} ranks x {} threads = {} threads on {} cores: oversubscribed cores run far slower",

@@ -10,6 +10,7 @@
 #include "util/errors.h"
 #include "util/fs.h"
 #include "util/hash.h"
+#include "util/threads.h"
 
 namespace lm::data {
 namespace fs = std::filesystem;
@@ -51,11 +52,23 @@ std::vector<std::string_view> split_at_lines(std::string_view text, size_t parts
   return out;
 }
 
+constexpr int kMaxEncodeThreads = 64;
+
 int encode_threads(int requested, size_t bytes) {
-  if (requested > 0) return requested;
+  if (requested > 0) return std::min(requested, kMaxEncodeThreads);
   if (bytes < (size_t{1} << 20)) return 1;
-  return static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
+  return std::min(util::usable_cores(), 8);
 }
+
+// Joins every started thread when it goes out of scope, also when starting one more threw.
+struct JoinAll {
+  std::vector<std::thread>& threads;
+  ~JoinAll() {
+    for (auto& t : threads) {
+      if (t.joinable()) t.join();
+    }
+  }
+};
 
 }  // namespace
 
@@ -65,28 +78,35 @@ TokenFileInfo prepare_corpus(const fs::path& corpus, const tokenizer::Tokenizer&
   const auto parts = split_at_lines(text, static_cast<size_t>(encode_threads(threads, text.size())));
   std::vector<std::vector<int32_t>> part_ids(parts.size());
   std::vector<std::exception_ptr> errors(parts.size());
-  std::vector<std::thread> workers;
-  for (size_t i = 1; i < parts.size(); ++i) {  // part 0 on this thread
-    workers.emplace_back([&, i] {
-      try {
-        encode_lines(parts[i], tok, part_ids[i]);
-      } catch (...) {
-        errors[i] = std::current_exception();
-      }
-    });
+  {
+    std::vector<std::thread> workers;
+    JoinAll join{workers};
+    for (size_t i = 1; i < parts.size(); ++i) {  // part 0 on this thread
+      workers.emplace_back([&, i] {
+        try {
+          encode_lines(parts[i], tok, part_ids[i]);
+        } catch (...) {
+          errors[i] = std::current_exception();
+        }
+      });
+    }
+    try {
+      if (!parts.empty()) encode_lines(parts[0], tok, part_ids[0]);
+    } catch (...) {
+      errors[0] = std::current_exception();
+    }
   }
-  try {
-    if (!parts.empty()) encode_lines(parts[0], tok, part_ids[0]);
-  } catch (...) {
-    errors[0] = std::current_exception();
-  }
-  for (auto& w : workers) w.join();
   for (auto& e : errors) {
     if (e) std::rethrow_exception(e);
   }
+  size_t count = 0;
+  for (const auto& part : part_ids) count += part.size();
   std::vector<int32_t> ids;
-  ids.reserve(text.size() / 3);
-  for (const auto& part : part_ids) ids.insert(ids.end(), part.begin(), part.end());
+  ids.reserve(count);
+  for (auto& part : part_ids) {
+    ids.insert(ids.end(), part.begin(), part.end());
+    std::vector<int32_t>().swap(part);  // each part freed once copied
+  }
   if (ids.empty()) {
     throw DataError("[prepare] corpus '" + corpus.string() + "' gave no tokens: expected non-empty text");
   }

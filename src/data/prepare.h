@@ -10,8 +10,9 @@
 namespace lm::data {
 
 /// Encodes `corpus` with `tok` into `out` (written atomically). Returns the header written. The lines are
-/// split into `threads` contiguous parts encoded at once (0 = auto: every core for corpora of 1 MiB or
-/// more, else 1); lines are encoded independently, so the file is the same for any thread count.
+/// split into `threads` contiguous parts encoded at once (at most 64; 0 = auto: the usable cores, at most
+/// 8, for corpora of 1 MiB or more, else 1); lines are encoded independently, so the file is the same for
+/// any thread count.
 /// Throws DataError when the corpus is missing or yields no tokens.
 TokenFileInfo prepare_corpus(const std::filesystem::path& corpus, const tokenizer::Tokenizer& tok,
                              const std::filesystem::path& out, int threads = 0);

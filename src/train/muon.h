@@ -15,7 +15,8 @@ namespace lm::train {
 
 /// Coefficients (a, b, c) of the quintic iteration X <- a X + b (X X^T) X + c (X X^T)^2 X, chosen (in the
 /// published Muon) to push every singular value in (0, 1] quickly towards ~1 rather than to converge exactly:
-/// after 5 steps the singular values lie roughly in [0.7, 1.2].
+/// after 5 steps the singular values lie roughly in [0.7, 1.2], except those that started tiny against the
+/// Frobenius norm (a nearly rank-deficient update), which grow by about a = 3.4 per step.
 inline constexpr double kNewtonSchulzA = 3.4445, kNewtonSchulzB = -4.7750, kNewtonSchulzC = 2.0315;
 
 /// Approximately orthogonalises a 2-D matrix `g` (rows x cols): normalises it by its Frobenius norm, runs
@@ -25,7 +26,8 @@ torch::Tensor newton_schulz(const torch::Tensor& g, int64_t steps);
 
 /// Muon over a fixed list of 2-D parameters. Per parameter p with gradient g and momentum buffer m (zero at
 /// first): m <- mu m + g; u <- g + mu m; p <- p - lr sqrt(max(1, rows/cols)) newton_schulz(u). No weight
-/// decay. Parameters without a gradient (frozen) are skipped and get no state.
+/// decay. Parameters without a gradient (frozen) are skipped and get no state. A fused matrix (lmtrain's
+/// attention `qkv`, 3C x C) is orthogonalised as one matrix, not as three C x C blocks.
 class Muon {
  public:
   Muon(std::vector<std::string> names, std::vector<torch::Tensor> params, double lr, double momentum, int64_t ns_steps);

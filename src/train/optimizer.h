@@ -27,9 +27,9 @@ struct DecayGroups {
 };
 
 /// Splits the model's trainable parameters: decay = 2-D weights other than tok_emb/pos_emb; the rest is
-/// undecayed. With embedding_lr_scale != 1, tok_emb/pos_emb form a third (undecayed) group whose lr is
-/// scaled (fine-tuning: finetune.embedding_lr_scale). Frozen parameters named in `trainable_later`
-/// (embeddings unfrozen mid-run) join that third group from the start: with no gradient they get no
+/// undecayed. With embedding_lr_scale != 1, tok_emb/pos_emb form an `embedding` group (undecayed) whose lr
+/// is scaled (fine-tuning: finetune.embedding_lr_scale). Frozen parameters named in `trainable_later`
+/// (embeddings unfrozen mid-run) join that group from the start: with no gradient they get no
 /// AdamW state until they are unfrozen, and the group layout and parameter order never change, so a
 /// resumed run clips and steps exactly as an uninterrupted one. With `muon`, the 2-D weights under
 /// `blocks.` go to the `muon` group instead of `decay` (an untied head stays in `decay`).

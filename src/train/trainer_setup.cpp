@@ -82,8 +82,8 @@ checkpoint::TrainerState restore(const TrainJob& job, const RunData& data, model
       opt.muon()->load_state(momentum);
     } else if (!momentum.empty()) {
       throw CheckpointError("[checkpoint] optimizer state of " + job.resume_from.string() + " holds Muon momentum ('" +
-                            momentum.begin()->first + "'), but this run's train.optimizer is adamw. Hint: resume "
-                            "with the checkpoint's train.optimizer");
+                            momentum.begin()->first + "'), but this run steps no parameter with Muon (train.optimizer "
+                            "adamw, or every block matrix frozen). Hint: resume with the checkpoint's train.optimizer");
     }
     checkpoint::restore_torch_rng_state(state.torch_rng_state);
     spdlog::info("resumed from {} at step {} ({} tokens seen)", job.resume_from.string(), state.step,

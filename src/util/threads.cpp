@@ -1,9 +1,11 @@
 #include "util/threads.h"
 
 #include <dlfcn.h>
+#include <sched.h>
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <thread>
 
 namespace lm::util {
@@ -15,10 +17,21 @@ void set_compute_threads(int torch_threads, int blas_threads) {
   if (auto fn = reinterpret_cast<SetFn>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) fn(blas_threads);
 }
 
+int usable_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
 int resolve_blas_threads(int configured, int processes) {
   if (configured > 0) return configured;
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  return std::max(1, cores / std::max(1, processes));
+  if (const char* local = std::getenv("LOCAL_WORLD_SIZE")) {
+    char* end = nullptr;
+    const long n = std::strtol(local, &end, 10);
+    if (end != local && *end == '\0' && n > 0 && n <= 1 << 20) processes = static_cast<int>(n);
+  }
+  return std::max(1, usable_cores() / std::max(1, processes));
 }
 
 int blas_threads() {

@@ -10,8 +10,12 @@ namespace lm::util {
 /// loaded). REQUIRES: both >= 1.
 void set_compute_threads(int torch_threads, int blas_threads);
 
-/// run.blas_threads resolved: `configured` when > 0, else (0 = auto) the cores of this machine divided
-/// among `processes` processes, at least 1.
+/// The cores this process may run on (its CPU affinity mask, which a cpuset or taskset narrows), at least 1.
+int usable_cores();
+
+/// run.blas_threads resolved: `configured` when > 0, else (0 = auto) usable_cores() divided among the
+/// processes of the run on this machine: LOCAL_WORLD_SIZE when a launcher (torchrun) set it, else
+/// `processes`; at least 1.
 int resolve_blas_threads(int configured, int processes);
 
 /// OpenBLAS's thread count now, or 0 when OpenBLAS is not the loaded BLAS.
