@@ -51,7 +51,10 @@ TEST(CliEndToEnd, TokenizerPrepareTrainCheckpointSample) {
   r = run_lmtrain("train -c " + write_config(dir));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("final validation loss"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(" bits/byte after 12 steps"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("decay groups"), std::string::npos) << r.output;
+  EXPECT_EQ(slurp(dir / "run" / "metrics.jsonl").find("\"bpb\":null"), std::string::npos) << "every validation has bits/byte";
+  EXPECT_NE(run_lmtrain("ckpt info " + (dir / "run").string()).output.find(" bits/byte\n"), std::string::npos);
   EXPECT_TRUE(fs::is_regular_file(dir / "run" / "step_00000006" / "manifest.json"));
   EXPECT_TRUE(fs::is_regular_file(dir / "run" / "step_00000012" / "model.safetensors"));
   EXPECT_TRUE(fs::is_regular_file(dir / "run" / "config.yaml"));

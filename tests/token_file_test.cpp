@@ -6,6 +6,8 @@
 #include "data/batcher.h"
 #include "data/prepare.h"
 #include "data/token_file.h"
+#include "model/gpt.h"
+#include "train/evaluate.h"
 #include "test_util.h"
 #include "util/errors.h"
 
@@ -76,6 +78,28 @@ TEST(Prepare, AnyThreadCountWritesTheSameFile) {
     data::prepare_corpus(dir / "corpus.txt", tok, dir / "many.bin", threads);
     EXPECT_EQ(slurp(dir / "many.bin"), one) << threads << " threads";
   }
+}
+
+// Bits per byte is total nats / ln 2 / bytes: with every id worth one byte it is the loss over ln 2, with
+// every id worth two bytes half of that; the loss itself does not depend on the byte table.
+TEST(Evaluate, BitsPerByteDividesTheNatsByTheBytes) {
+  ScratchDir dir("bpb");
+  tokenizer::Tokenizer tok(english_tokenizer_path());
+  data::prepare_corpus(data_file("tiny_en.txt"), tok, dir / "val.bin");
+  data::TokenFile file(dir / "val.bin");
+  torch::manual_seed(5);
+  model::Gpt m(tiny_config(128));
+  const auto plain = train::evaluate(*m, file, 4, 0);
+  const auto ones = train::evaluate(*m, file, 4, 0, nullptr, nullptr, torch::ones({128}, torch::kInt64));
+  const auto twos = train::evaluate(*m, file, 4, 0, nullptr, nullptr, torch::full({128}, 2, torch::kInt64));
+  EXPECT_TRUE(std::isnan(plain.bits_per_byte));
+  EXPECT_EQ(plain.loss, ones.loss);
+  EXPECT_NEAR(ones.bits_per_byte, ones.loss / std::log(2.0), 1e-9);
+  EXPECT_NEAR(twos.bits_per_byte, ones.bits_per_byte / 2, 1e-9);
+  const auto real = train::evaluate(*m, file, 4, 0, nullptr, nullptr,
+                                    torch::tensor(tokenizer::decoded_bytes_per_id(tok), torch::kInt64));
+  EXPECT_GT(real.bits_per_byte, 0.0);
+  EXPECT_LT(real.bits_per_byte, real.loss / std::log(2.0));  // English pieces average more than one byte
 }
 
 TEST(Batcher, SameIndexSameBatchAndTargetsShiftByOne) {

@@ -1,6 +1,8 @@
 // Tokenizer: training through the isolated bridge, round-trips, and failure without leftovers.
 #include <gtest/gtest.h>
 
+#include <sstream>
+
 #include "test_util.h"
 #include "util/errors.h"
 
@@ -19,6 +21,28 @@ TEST(Tokenizer, RoundTripsEnglishText) {
   EXPECT_EQ(tok.decode(ids), text);
   EXPECT_EQ(tok.sha256().size(), 64u);
   EXPECT_EQ(tok.eos_id(), 2);
+}
+
+// The byte table behind bits per byte: a line's ids, with the </s> that ends it, count the bytes the line
+// decodes to plus one (its leading word-start mark stands for the newline before it).
+TEST(Tokenizer, DecodedBytesPerIdAddUpToTheDecodedText) {
+  tokenizer::Tokenizer tok(english_tokenizer_path());
+  const auto bytes = tokenizer::decoded_bytes_per_id(tok);
+  ASSERT_EQ(bytes.size(), 128u);
+  EXPECT_EQ(bytes[static_cast<size_t>(tok.eos_id())], 0);
+  EXPECT_EQ(bytes[static_cast<size_t>(tok.unk_id())], 1);
+  std::istringstream lines(slurp(data_file("tiny_en_val.txt")));
+  std::string line;
+  int checked = 0;
+  while (std::getline(lines, line)) {
+    if (line.empty()) continue;
+    auto ids = tok.encode(line);
+    int64_t sum = bytes[static_cast<size_t>(tok.eos_id())];
+    for (int32_t id : ids) sum += bytes[static_cast<size_t>(id)];
+    EXPECT_EQ(sum, static_cast<int64_t>(tok.decode(ids).size()) + 1) << line;
+    ++checked;
+  }
+  EXPECT_GE(checked, 5);
 }
 
 TEST(Tokenizer, RoundTripsKoreanText) {

@@ -27,6 +27,7 @@ json state_to_json(const TrainerState& s) {
               {"data_cursor", s.data_cursor},
               {"world_size", s.world_size},
               {"last_val_loss", num(s.last_val_loss)},
+              {"last_val_bpb", num(s.last_val_bpb)},
               {"best_val_loss", num(s.best_val_loss)},
               {"evals_without_improvement", s.evals_without_improvement},
               {"early_stopped", s.early_stopped},
@@ -50,6 +51,7 @@ TrainerState state_from_json(const json& j) {
   s.data_cursor = j.at("data_cursor").get<uint64_t>();
   s.world_size = j.value("world_size", int64_t{1});
   s.last_val_loss = num("last_val_loss");
+  s.last_val_bpb = j.contains("last_val_bpb") ? num("last_val_bpb") : NAN;  // checkpoints before bits per byte
   s.best_val_loss = num("best_val_loss");
   s.evals_without_improvement = j.value("evals_without_improvement", int64_t{0});
   s.early_stopped = j.value("early_stopped", false);

@@ -50,6 +50,7 @@ struct TrainerState {
   uint64_t data_cursor = 0;       ///< index of the next training micro-batch (global: the same on every rank)
   int64_t world_size = 1;         ///< processes that trained it (a resume must use as many)
   double last_val_loss = NAN;     ///< most recent validation loss (nats), NaN if none yet
+  double last_val_bpb = NAN;      ///< the same in bits per UTF-8 byte of decoded text, NaN if none yet
   double best_val_loss = NAN;     ///< lowest validation loss so far (nats), NaN if none yet
   int64_t evals_without_improvement = 0;  ///< for train.early_stopping_patience
   bool early_stopped = false;     ///< patience ran out: a resume does not train further

@@ -38,7 +38,8 @@ void add_checkpoint_commands(CLI::App& app) {
               << " head, embedding_scale " << model::to_string(arch.embedding_scale) << "\n"
               << "step         " << st.step << "\n"
               << "tokens seen  " << st.tokens_seen << "\n"
-              << "val loss     " << loss(st.last_val_loss) << " (best " << loss(st.best_val_loss) << ")\n"
+              << "val loss     " << loss(st.last_val_loss) << " (best " << loss(st.best_val_loss) << "), "
+              << loss(st.last_val_bpb) << " bits/byte\n"
               << "files\n";
     uint64_t total = 0;
     for (const auto& f : m.at("files")) {

@@ -84,8 +84,8 @@ class Reporter {
     base_.model->to(model.device());
     base_.model->set_compute_dtype(model.compute_dtype());
     const int64_t B = cfg_.train.batch_size;
-    const double new_before = train::evaluate(*base_.model, new_val, B, 0), new_after = train::evaluate(model, new_val, B, 0);
-    const double old_before = train::evaluate(*base_.model, old_val, B, 0), old_after = train::evaluate(model, old_val, B, 0);
+    const double new_before = train::evaluate(*base_.model, new_val, B, 0).loss, new_after = train::evaluate(model, new_val, B, 0).loss;
+    const double old_before = train::evaluate(*base_.model, old_val, B, 0).loss, old_after = train::evaluate(model, old_val, B, 0).loss;
     std::printf("forgetting report (validation loss, nats/token, whole files)\n");
     std::printf("  %-44s %9s %9s %9s\n", "", "before", "after", "change");
     std::printf("  %-44s %9.4f %9.4f %+9.4f\n", ("new: " + cfg_.data.val).c_str(), new_before, new_after, new_after - new_before);
@@ -152,7 +152,8 @@ void add_finetune_commands(CLI::App& app, const util::Faults& faults) {
     auto result = train::run_training(job);
     process.finish();
     if (!process.is_root()) return;
-    std::cout << "final validation loss " << result.final_val_loss << " nats/token after " << result.steps
+    std::cout << "final validation loss " << result.final_val_loss << " nats/token, " << result.final_val_bpb
+              << " bits/byte after " << result.steps
               << " steps; checkpoint " << result.checkpoint.string() << "\n";
   });
 }

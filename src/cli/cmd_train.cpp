@@ -95,7 +95,8 @@ void add_train_commands(CLI::App& app, const util::Faults& faults) {
     if (!process.is_root()) return;
     if (result.early_stopped) std::cout << "stopped early (train.early_stopping_patience)\n";
     std::cout << "final validation loss " << result.final_val_loss << " nats/token, perplexity "
-              << std::exp(result.final_val_loss) << " after " << result.steps << " steps\n"
+              << std::exp(result.final_val_loss) << ", " << result.final_val_bpb << " bits/byte after " << result.steps
+              << " steps\n"
               << "checkpoint " << result.checkpoint.string() << "\n";
   });
 }

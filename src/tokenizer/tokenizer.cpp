@@ -223,6 +223,25 @@ std::string Tokenizer::piece(int32_t id) const {
 int32_t Tokenizer::piece_to_id(const std::string& piece) const { return bridge().piece_to_id(h_->p, piece.c_str()); }
 int32_t Tokenizer::unk_id() const { return bridge().special_id(h_->p, 0); }
 
+std::vector<int32_t> decoded_bytes_per_id(const Tokenizer& tok) {
+  static const std::string kMark = "\xE2\x96\x81";  // U+2581
+  std::vector<int32_t> out(static_cast<size_t>(tok.vocab_size()));
+  for (int32_t id = 0; id < tok.vocab_size(); ++id) {
+    const std::string p = tok.piece(id);
+    int32_t bytes = 0;
+    if (id == tok.eos_id() || p == "<s>") {
+      bytes = 0;
+    } else if (id == tok.unk_id() || (p.size() == 6 && p.rfind("<0x", 0) == 0 && p.back() == '>')) {
+      bytes = 1;
+    } else {
+      bytes = static_cast<int32_t>(p.size());
+      for (size_t at = p.find(kMark); at != std::string::npos; at = p.find(kMark, at + kMark.size())) bytes -= 2;
+    }
+    out[static_cast<size_t>(id)] = bytes;
+  }
+  return out;
+}
+
 std::vector<std::string> Tokenizer::unknown_characters(std::string_view text) const {
   std::vector<std::string> out;
   const int32_t unk = unk_id();

@@ -54,6 +54,12 @@ class Tokenizer {
   std::string sha256_;
 };
 
+/// For every id, the UTF-8 bytes it stands for in decoded text, the denominator of bits per byte: a
+/// piece's bytes with each word-start mark U+2581 counted as the one space it decodes to (so a line's
+/// leading mark stands for the newline before it), 0 for `</s>` (that newline, already counted) and `<s>`,
+/// 1 for a byte piece `<0xHH>` and for `<unk>` (at least one byte of text it replaced).
+std::vector<int32_t> decoded_bytes_per_id(const Tokenizer& tok);
+
 /// Path of the bridge library: $LMTRAIN_SPBRIDGE if set, else next to the running executable.
 std::filesystem::path bridge_library_path();
 

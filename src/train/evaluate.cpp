@@ -11,8 +11,8 @@
 
 namespace lm::train {
 
-double evaluate(model::GptImpl& model, const data::TokenFile& file, int64_t batch_size, int64_t max_windows,
-                dist::Group* group, const std::function<bool()>& stop) {
+EvalResult evaluate(model::GptImpl& model, const data::TokenFile& file, int64_t batch_size, int64_t max_windows,
+                    dist::Group* group, const std::function<bool()>& stop, const torch::Tensor& bytes_per_id) {
   const int64_t T = model.config().max_seq_len;
   const int64_t total = data::eval_window_count(file, T);
   if (total == 0) {
@@ -28,24 +28,30 @@ double evaluate(model::GptImpl& model, const data::TokenFile& file, int64_t batc
   // With W ranks, rank r evaluates the r-th contiguous share of the windows; the sums are added up.
   const int64_t W = group ? group->size() : 1, r = group ? group->rank() : 0;
   const int64_t begin = n * r / W, end = n * (r + 1) / W;
-  double sum = 0.0;
+  double sum = 0.0, bytes = 0.0;
   for (int64_t i = begin; i < end; i += batch_size) {
     if (stop && stop()) {
       model.train(was_training);
-      return std::numeric_limits<double>::quiet_NaN();
+      return {};
     }
     const int64_t b = std::min(batch_size, end - i);
     auto batch = data::eval_batch(file, T, std::vector<int64_t>(windows.begin() + i, windows.begin() + i + b));
     auto loss = model.loss(batch.x, batch.y);  // mean over b*T tokens
     sum += loss.item<double>() * static_cast<double>(b);
+    if (bytes_per_id.defined()) bytes += static_cast<double>(bytes_per_id.index_select(0, batch.y.reshape(-1).cpu()).sum().item<int64_t>());
   }
   model.train(was_training);
   if (group) {
-    auto total_sum = torch::tensor({sum}, torch::kFloat64);
-    group->allreduce_sum(total_sum);
-    sum = total_sum.item<double>();
+    auto totals = torch::tensor({sum, bytes}, torch::kFloat64);
+    group->allreduce_sum(totals);
+    sum = totals[0].item<double>();
+    bytes = totals[1].item<double>();
   }
-  return sum / static_cast<double>(n);
+  EvalResult result;
+  result.loss = sum / static_cast<double>(n);
+  // sum is the sum over windows of each window's mean: sum * T nats in all.
+  if (bytes_per_id.defined() && bytes > 0) result.bits_per_byte = sum * static_cast<double>(T) / std::log(2.0) / bytes;
+  return result;
 }
 
 }  // namespace lm::train
@@ -53,12 +59,14 @@ double evaluate(model::GptImpl& model, const data::TokenFile& file, int64_t batc
 namespace lm::train {
 
 Validation validate(model::GptImpl& model, const data::TokenFile& val, const TrainConfig& cfg,
-                    checkpoint::TrainerState& state, dist::Group* group) {
+                    checkpoint::TrainerState& state, dist::Group* group, const torch::Tensor& bytes_per_id) {
   Validation v;
-  v.loss = state.last_val_loss = evaluate(model, val, cfg.batch_size, cfg.eval_batches, group);
+  const EvalResult r = evaluate(model, val, cfg.batch_size, cfg.eval_batches, group, nullptr, bytes_per_id);
+  v.loss = state.last_val_loss = r.loss;
+  v.bits_per_byte = state.last_val_bpb = r.bits_per_byte;
   v.improved = !(state.best_val_loss - 1e-6 <= v.loss);  // also true while best is NaN (no validation yet)
-  spdlog::info("eval step {} | val loss {:.4f} | val ppl {:.2f} ({} batches){}", state.step, v.loss, std::exp(v.loss),
-               cfg.eval_batches, v.improved ? " | best so far" : "");
+  spdlog::info("eval step {} | val loss {:.4f} | val ppl {:.2f} | {:.4f} bits/byte ({} batches){}", state.step, v.loss,
+               std::exp(v.loss), v.bits_per_byte, cfg.eval_batches, v.improved ? " | best so far" : "");
   if (v.improved) {
     state.best_val_loss = v.loss;
     state.evals_without_improvement = 0;

@@ -53,8 +53,9 @@ void MetricsLog::train(int64_t step, double loss, double lr, double grad_norm, d
                     {"tokens_per_s", tokens_per_s}, {"tokens_seen", tokens_seen}});
 }
 
-void MetricsLog::val(int64_t step, double loss, bool full) {
-  write_record(f_, {{"kind", "val"}, {"step", step}, {"loss", loss}, {"ppl", std::exp(loss)}, {"full", full}});
+void MetricsLog::val(int64_t step, double loss, bool full, double bits_per_byte) {
+  write_record(f_, {{"kind", "val"}, {"step", step}, {"loss", loss}, {"ppl", std::exp(loss)}, {"bpb", bits_per_byte},
+                    {"full", full}});
 }
 
 ProgressLine::ProgressLine(bool enabled) : tty_(enabled && ::isatty(STDERR_FILENO) == 1) {

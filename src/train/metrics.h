@@ -23,7 +23,7 @@ class MetricsLog {
   MetricsLog& operator=(const MetricsLog&) = delete;
 
   void train(int64_t step, double loss, double lr, double grad_norm, double tokens_per_s, int64_t tokens_seen);
-  void val(int64_t step, double loss, bool full);
+  void val(int64_t step, double loss, bool full, double bits_per_byte);
 
  private:
   std::FILE* f_ = nullptr;

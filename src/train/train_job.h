@@ -63,6 +63,7 @@ struct TrainResult {
   int64_t steps = 0;
   bool early_stopped = false;
   double final_val_loss = 0.0;  ///< over the whole validation file, nats/token
+  double final_val_bpb = 0.0;   ///< the same in bits per UTF-8 byte (train/evaluate.h)
   std::filesystem::path checkpoint;
 };
 

@@ -57,7 +57,8 @@ class Trainer {
         params_(groups_.all()),
         metrics_(dp_.is_root() ? job.run_dir / "metrics.jsonl" : fs::path(), state_.step),
         progress_(dp_.is_root()),
-        last_ckpt_(job.resume_from) {
+        last_ckpt_(job.resume_from),
+        bytes_per_id_(torch::tensor(tokenizer::decoded_bytes_per_id(data_.tokenizer), torch::kInt64)) {
     freezer_.start(*model_, first_step_);  // after any resume load: these are the values to prove
     log_model_summary(*model_, groups_, job_, dp_.world_size());
     spdlog::info("data: train {} tokens, val {} tokens", data_.train.size(), data_.val.size());
@@ -179,8 +180,8 @@ class Trainer {
   // Periodic validation; a new best is saved as RUN/best (a failed save is logged, not fatal).
   // Returns true when early stopping ends the run.
   bool validate_and_keep_best() {
-    const Validation v = validate(*model_, data_.val, job_.train, state_, dp_.group());
-    metrics_.val(state_.step, v.loss, /*full=*/false);
+    const Validation v = validate(*model_, data_.val, job_.train, state_, dp_.group(), bytes_per_id_);
+    metrics_.val(state_.step, v.loss, /*full=*/false, v.bits_per_byte);
     if (v.improved && dp_.is_root()) {  // not waited for by the other ranks: `best` is no resume point
       try {
         save("best", false);
@@ -257,7 +258,7 @@ class Trainer {
         return util::stop_signal() != 0;
       };
     }
-    const double loss = evaluate(*model_, data_.val, job_.train.batch_size, 0, dp_.group(), stop);
+    const EvalResult r = evaluate(*model_, data_.val, job_.train.batch_size, 0, dp_.group(), stop, bytes_per_id_);
     if (const int sig = util::stop_signal(); sig != 0 && !dp_.active()) {
       save_step_checkpoint(true);  // the trained weights first; the checkpoint records no final validation
       throw Interrupted(util::exit_code_for_signal(sig),
@@ -265,10 +266,11 @@ class Trainer {
                             "after step " + std::to_string(state_.step) + "; saved " + last_ckpt_.string() +
                             " (no final validation loss). Hint: `lmtrain train ... --resume auto` runs it.");
     }
-    state_.last_val_loss = result.final_val_loss = loss;
-    metrics_.val(state_.step, result.final_val_loss, /*full=*/true);
-    spdlog::info("final validation: loss {:.4f} nats/token, perplexity {:.2f} ({:.1f}s)", result.final_val_loss,
-                 std::exp(result.final_val_loss), seconds_since(t0));
+    state_.last_val_loss = result.final_val_loss = r.loss;
+    state_.last_val_bpb = result.final_val_bpb = r.bits_per_byte;
+    metrics_.val(state_.step, r.loss, /*full=*/true, r.bits_per_byte);
+    spdlog::info("final validation: loss {:.4f} nats/token, perplexity {:.2f}, {:.4f} bits/byte ({:.1f}s)", r.loss,
+                 std::exp(r.loss), r.bits_per_byte, seconds_since(t0));
     save_step_checkpoint(true);
     result.checkpoint = last_ckpt_;
     freezer_.check_unchanged(*model_);
@@ -290,6 +292,7 @@ class Trainer {
   MetricsLog metrics_;
   ProgressLine progress_;
   fs::path last_ckpt_;  ///< newest committed step checkpoint (the resume source until one is saved)
+  const torch::Tensor bytes_per_id_;  ///< decoded UTF-8 bytes of each id, for bits per byte
   Clock::time_point run_start_, window_start_;  ///< for tokens/s of this process
   int64_t window_steps_ = 0;
   double window_comm_s_ = 0.0;  ///< all-reduce waits since the last log line
