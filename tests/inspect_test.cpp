@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "inspect/geometry.h"
@@ -172,6 +174,19 @@ TEST(Inspect, TokenizerStatsComparesSizesOnEnglishAndKorean) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("tok/char"), std::string::npos) << r.output;
   EXPECT_TRUE(has_row(r.output, {"100000", "not", "trainable", "on", "this"})) << r.output;
+  // bytes per token: more than one for English pieces, and more for the bigger vocabulary's longer pieces.
+  std::map<int, double> bytes_per_token;
+  std::istringstream rows(r.output);
+  for (std::string line; std::getline(rows, line);) {
+    std::istringstream row(line);
+    int vocab = 0;
+    double per_char = 0, per_word = 0, per_token = 0;
+    if (row >> vocab >> per_char >> per_word >> per_token) bytes_per_token[vocab] = per_token;
+  }
+  ASSERT_EQ(bytes_per_token.count(60), 1u) << r.output;
+  ASSERT_EQ(bytes_per_token.count(120), 1u) << r.output;
+  EXPECT_GT(bytes_per_token[60], 1.0) << r.output;
+  EXPECT_GT(bytes_per_token[120], bytes_per_token[60]) << r.output;
   r = run_lmtrain("tokenizer stats --corpus " + data_file("tiny_ko.txt").string() + " --sizes 80,120 --heldout-every 3");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(has_row(r.output, {"80"})) << r.output;

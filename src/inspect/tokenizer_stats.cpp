@@ -93,12 +93,16 @@ StatsReport tokenizer_stats(const fs::path& corpus, const StatsOptions& opt) {
     }
     s.train_seconds = util::seconds_since(t0);
     tokenizer::Tokenizer tok(model_file);
-    int64_t tokens = 0, over = 0;
+    const auto bytes_of = tokenizer::decoded_bytes_per_id(tok);
+    int64_t tokens = 0, over = 0, bytes = 0;
     for (auto& l : heldout) {
-      const auto n = static_cast<int64_t>(tok.encode(l).size());
+      const auto ids = tok.encode(l);
+      const auto n = static_cast<int64_t>(ids.size());
       tokens += n;
       over += n + 1 > opt.model.max_seq_len;  // + the line-start id every line gets
+      for (int32_t id : ids) bytes += bytes_of[static_cast<size_t>(id)];
     }
+    s.bytes_per_token = static_cast<double>(bytes) / static_cast<double>(std::max<int64_t>(1, tokens));
     s.tokens_per_char = static_cast<double>(tokens) / static_cast<double>(r.heldout_chars);
     s.tokens_per_word = static_cast<double>(tokens) / static_cast<double>(std::max<int64_t>(1, r.heldout_words));
     s.mean_line_tokens = static_cast<double>(tokens) / static_cast<double>(r.heldout_lines);
@@ -126,8 +130,8 @@ std::string format_stats(const StatsReport& r, const StatsOptions& opt) {
                 static_cast<long long>(r.heldout_words), static_cast<long long>(m.d_model), static_cast<long long>(m.n_layers),
                 static_cast<long long>(m.n_heads), static_cast<long long>(m.max_seq_len), m.tie_embeddings ? "tied" : "untied");
   out += buf;
-  std::snprintf(buf, sizeof buf, "%7s %10s %10s %14s %12s %14s %9s %7s\n", "vocab", "tok/char", "tok/word", "tokens/line",
-                "lines > T", "embedding", "share", "train");
+  std::snprintf(buf, sizeof buf, "%7s %10s %10s %10s %14s %12s %14s %9s %7s\n", "vocab", "tok/char", "tok/word",
+                "bytes/tok", "tokens/line", "lines > T", "embedding", "share", "train");
   out += buf;
   for (const auto& s : r.sizes) {
     if (!s.error.empty()) {
@@ -135,13 +139,15 @@ std::string format_stats(const StatsReport& r, const StatsOptions& opt) {
       out += buf;
       continue;
     }
-    std::snprintf(buf, sizeof buf, "%7d %10.4f %10.3f %7.1f / %-4lld %11.2f%% %14s %8.1f%% %6.1fs\n", s.vocab_size, s.tokens_per_char,
-                  s.tokens_per_word, s.mean_line_tokens, static_cast<long long>(m.max_seq_len), 100.0 * s.lines_over_context,
+    std::snprintf(buf, sizeof buf, "%7d %10.4f %10.3f %10.3f %7.1f / %-4lld %11.2f%% %14s %8.1f%% %6.1fs\n", s.vocab_size,
+                  s.tokens_per_char, s.tokens_per_word, s.bytes_per_token, s.mean_line_tokens, static_cast<long long>(m.max_seq_len), 100.0 * s.lines_over_context,
                   util::with_commas(s.embedding_params).c_str(), 100.0 * s.embedding_share, s.train_seconds);
     out += buf;
   }
   out += "\nfewer tokens per character = shorter sequences (more text per context window, less compute per\n"
-         "character); a bigger vocabulary costs V x C embedding parameters and rarer rows that train less.\n";
+         "character); a bigger vocabulary costs V x C embedding parameters and rarer rows that train less.\n"
+         "bytes/tok (UTF-8 bytes a token decodes to) converts a validation loss between vocabularies: bits per byte =\n"
+         "nats per token / ln 2 / bytes per token; lmtrain reports bits per byte at every validation.\n";
   return out;
 }
 

@@ -26,6 +26,7 @@ struct SizeStats {
   std::string error;                 ///< non-empty when this size could not be trained on the sample
   double train_seconds = 0.0;
   double tokens_per_char = 0.0, tokens_per_word = 0.0;
+  double bytes_per_token = 0.0;      ///< decoded UTF-8 bytes per held-out token (tokenizer::decoded_bytes_per_id)
   double mean_line_tokens = 0.0;     ///< tokens per held-out line (+1 line start in training windows)
   double lines_over_context = 0.0;   ///< fraction of held-out lines that with their line start exceed max_seq_len
   int64_t embedding_params = 0;      ///< V x C
