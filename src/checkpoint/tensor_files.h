@@ -38,7 +38,8 @@ void load_weights(model::GptImpl& model, const std::filesystem::path& dir, bool 
 void copy_weights(model::GptImpl& model, const std::map<std::string, torch::Tensor>& stored, const std::string& origin);
 
 /// Loads `dir`/optimizer.pt into `opt`, whose parameters are `model`'s (matched by name, shapes checked),
-/// and returns the "<param>.momentum_buffer" entries (Muon's state) for the caller to place. Throws
+/// and returns the "<param>.momentum_buffer" entries (Muon's state) for the caller to place and check
+/// (Muon::load_state). Throws
 /// CheckpointError when absent, unreadable or mismatched, and when AdamW state names a parameter `opt`
 /// does not step (the checkpoint was trained with another train.optimizer).
 std::map<std::string, torch::Tensor> load_optimizer(torch::optim::AdamW& opt, const model::GptImpl& model,
