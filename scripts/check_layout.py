@@ -21,7 +21,7 @@ MAX_FILE_LINES = 350
 MAX_FUNCTION_LINES = 80
 
 # Which folders each folder may include (besides itself). The order is the one-way layering:
-# util <- dist, tokenizer, data, model <- checkpoint <- train, sample, inspect, export <- config <- cli <- main.cpp
+# util <- dist, tokenizer, data, model <- checkpoint <- train, sample, inspect, export <- report, config <- cli <- main.cpp
 ALLOWED = {
     "util": set(),
     "dist": {"util"},
@@ -33,8 +33,10 @@ ALLOWED = {
     "sample": {"util", "tokenizer", "model"},
     "inspect": {"util", "tokenizer", "data", "model", "checkpoint", "sample"},
     "export": {"util", "tokenizer", "model", "checkpoint"},
+    "report": {"util", "tokenizer", "data", "model", "checkpoint", "sample", "inspect"},
     "config": {"util", "tokenizer", "model", "checkpoint", "train", "dist"},
-    "cli": {"util", "tokenizer", "data", "model", "checkpoint", "train", "sample", "inspect", "export", "config", "dist"},
+    "cli": {"util", "tokenizer", "data", "model", "checkpoint", "train", "sample", "inspect", "export", "config", "dist",
+            "report"},
     ".": {"cli", "util"},  # src/main.cpp
 }
 

@@ -15,6 +15,7 @@ PACKAGES=(
   libgtest-dev libgloo-dev
   python3 python3-torch python3-numpy
   gnuplot-nox
+  chromium  # headless, for the report's browser test (tests/report_browser_test.py); lmtrain never needs it
 )
 
 if [ "${SETUP_WITH:-}" = clang ]; then PACKAGES+=(clang libclang-rt-14-dev); fi

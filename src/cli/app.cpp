@@ -29,6 +29,7 @@ int run(int argc, char** argv, const util::Faults& faults) {
   add_sample_commands(app);
   add_checkpoint_commands(app);
   add_plot_commands(app);
+  add_report_commands(app);
   add_inspect_commands(app);
   add_finetune_commands(app, faults);
   add_export_commands(app);

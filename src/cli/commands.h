@@ -23,6 +23,7 @@ void add_finetune_commands(CLI::App& app, const util::Faults& faults);  ///< fin
 void add_sample_commands(CLI::App& app);      ///< sample (cmd_sample.cpp)
 void add_checkpoint_commands(CLI::App& app);  ///< ckpt verify|info (cmd_ckpt.cpp)
 void add_plot_commands(CLI::App& app);        ///< plot (cmd_plot.cpp)
+void add_report_commands(CLI::App& app);      ///< report (cmd_report.cpp)
 void add_export_commands(CLI::App& app);      ///< export (cmd_export.cpp)
 void add_import_commands(CLI::App& app);      ///< import (cmd_import.cpp)
 void add_inspect_commands(CLI::App& app);     ///< inspect drift|probs|neighbours|positions (cmd_inspect.cpp)

@@ -28,28 +28,31 @@ nlohmann::json stats_json(const Stats& s) { return {{"mean", s.mean}, {"p50", s.
 
 }  // namespace
 
-DriftReport drift_report(const std::string& tensor, const torch::Tensor& before, const torch::Tensor& after,
-                         const std::vector<int64_t>& counts, const tokenizer::Tokenizer& tok, int top_k) {
+RowDrift row_drift(const std::string& tensor, const torch::Tensor& before, const torch::Tensor& after) {
   if (before.sizes() != after.sizes() || before.dim() != 2) {
     throw CheckpointError("[drift] " + tensor + ": expected two (V,C) tables of the same shape, got " +
                           c10::str(before.sizes()) + " and " + c10::str(after.sizes()));
   }
+  torch::NoGradGuard no_grad;
+  auto b = before.detach().to(torch::kFloat64), a = after.detach().to(torch::kFloat64);  // (V,C)
+  auto cos = torch::cosine_similarity(a, b, 1, 1e-12);
+  return {(a - b).norm(2, {1}).contiguous(), (1.0 - cos).clamp_min(0.0).contiguous()};  // cos can exceed 1 by rounding
+}
+
+DriftReport drift_report(const std::string& tensor, const torch::Tensor& before, const torch::Tensor& after,
+                         const std::vector<int64_t>& counts, const tokenizer::Tokenizer& tok, int top_k) {
+  const RowDrift rows = row_drift(tensor, before, after);
   const int64_t V = before.size(0);
   if (!counts.empty() && static_cast<int64_t>(counts.size()) != V) {
     throw DataError("[drift] token counts: expected " + std::to_string(V) + " entries, got " + std::to_string(counts.size()));
   }
-  auto b = before.detach().to(torch::kFloat64), a = after.detach().to(torch::kFloat64);  // (V,C)
-  auto l2 = (a - b).norm(2, {1});                                                         // (V)
-  auto cos = torch::cosine_similarity(a, b, 1, 1e-12);                                    // (V)
-  auto l2c = l2.contiguous(), cosc = cos.contiguous();
-  const double* pl2 = l2c.data_ptr<double>();
-  const double* pcos = cosc.data_ptr<double>();
+  const double* pl2 = rows.l2.data_ptr<double>();
+  const double* pcos = rows.cos_drift.data_ptr<double>();
   DriftReport r;
   r.tensor = tensor;
   r.rows = V;
-  std::vector<double> all_l2(pl2, pl2 + V), all_cos(static_cast<size_t>(V)), unseen;
+  std::vector<double> all_l2(pl2, pl2 + V), all_cos(pcos, pcos + V), unseen;
   for (int64_t i = 0; i < V; ++i) {
-    all_cos[i] = std::max(0.0, 1.0 - pcos[i]);  // cos can exceed 1 by rounding
     if (!counts.empty() && counts[i] == 0) unseen.push_back(pl2[i]);
   }
   r.l2 = summarize(all_l2);

@@ -38,6 +38,13 @@ struct DriftReport {
   Stats unseen_l2;             ///< L2 drift over the unseen rows (zeros when there are none)
 };
 
+/// Per-row drift of `after` against `before` (both (V,C)): L2 distance and 1 - cosine (>= 0), float64 (V).
+/// Throws CheckpointError, naming `tensor`, unless both are 2-D of one shape.
+struct RowDrift {
+  torch::Tensor l2, cos_drift;
+};
+RowDrift row_drift(const std::string& tensor, const torch::Tensor& before, const torch::Tensor& after);
+
 /// Per-row drift of `after` against `before` (both (V,C)). `counts` has V entries (occurrences in the
 /// corpus of interest; empty = unknown, then no row counts as unseen). Pieces are named through `tok`.
 /// REQUIRES: equal shapes; top_k >= 0.

@@ -23,23 +23,82 @@ torch::Tensor cosine_matrix(const torch::Tensor& x) {
   return n.matmul(n.t());
 }
 
-std::vector<Neighbour> nearest(const torch::Tensor& table, const torch::Tensor& query, int k,
-                               const std::vector<int32_t>& exclude, const tokenizer::Tokenizer& tok) {
+torch::Tensor cosine_to_table(const torch::Tensor& table, const torch::Tensor& queries) {
   torch::NoGradGuard no_grad;
-  const int64_t V = table.size(0);
-  if (k < 1 || k > V) throw ConfigError("[inspect] neighbours: -k expected 1.." + std::to_string(V) + ", got " + std::to_string(k));
   auto t = table.to(torch::kFloat64);
-  auto q = query.to(torch::kFloat64);
-  auto cos = t.matmul(q) / (t.norm(2, 1) * q.norm()).clamp_min(1e-300);  // (V)
-  for (int32_t id : exclude) cos[id] = -2.0;                             // below any cosine
-  auto [vals, idx] = cos.topk(std::min<int64_t>(V, k + static_cast<int64_t>(exclude.size())));
+  auto q = queries.to(torch::kFloat64);
+  auto norms = t.norm(2, 1).unsqueeze(0) * q.norm(2, 1).unsqueeze(1);  // (Q,V)
+  return q.matmul(t.t()) / norms.clamp_min(1e-300);
+}
+
+namespace {
+
+void check_k(int k, int64_t V) {
+  if (k < 1 || k > V) throw ConfigError("[inspect] neighbours: -k expected 1.." + std::to_string(V) + ", got " + std::to_string(k));
+}
+
+// The k best entries of one row of cosines (excluded ones already set to -2), most similar first.
+std::vector<Neighbour> best_of(const torch::Tensor& cos, int k, size_t n_excluded, const tokenizer::Tokenizer& tok) {
+  auto [vals, idx] = cos.topk(std::min<int64_t>(cos.size(0), k + static_cast<int64_t>(n_excluded)));
+  auto v = vals.contiguous(), ix = idx.contiguous();
+  const double* pv = v.data_ptr<double>();
+  const int64_t* pi = ix.data_ptr<int64_t>();
   std::vector<Neighbour> out;
-  for (int64_t i = 0; i < vals.size(0) && static_cast<int>(out.size()) < k; ++i) {
-    if (vals[i].item<double>() < -1.5) break;
-    const auto id = static_cast<int32_t>(idx[i].item<int64_t>());
-    out.push_back({id, tok.piece(id), vals[i].item<double>()});
+  for (int64_t i = 0; i < v.size(0) && static_cast<int>(out.size()) < k; ++i) {
+    if (pv[i] < -1.5) break;
+    const auto id = static_cast<int32_t>(pi[i]);
+    out.push_back({id, tok.piece(id), pv[i]});
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<Neighbour> nearest(const torch::Tensor& table, const torch::Tensor& query, int k,
+                               const std::vector<int32_t>& exclude, const tokenizer::Tokenizer& tok) {
+  check_k(k, table.size(0));
+  auto cos = cosine_to_table(table, query.unsqueeze(0))[0];  // (V)
+  for (int32_t id : exclude) cos[id] = -2.0;                 // below any cosine
+  return best_of(cos, k, exclude.size(), tok);
+}
+
+std::vector<std::vector<Neighbour>> nearest_each(const torch::Tensor& table, const std::vector<int32_t>& ids, int k,
+                                                 const tokenizer::Tokenizer& tok) {
+  check_k(k, table.size(0) - 1);
+  std::vector<std::vector<Neighbour>> out;
+  constexpr size_t kChunk = 256;  // (256,V) cosines at a time
+  for (size_t from = 0; from < ids.size(); from += kChunk) {
+    const size_t n = std::min(kChunk, ids.size() - from);
+    auto index = torch::tensor(std::vector<int64_t>(ids.begin() + static_cast<std::ptrdiff_t>(from),
+                                                    ids.begin() + static_cast<std::ptrdiff_t>(from + n)));
+    auto cos = cosine_to_table(table, table.index_select(0, index));  // (n,V)
+    for (size_t i = 0; i < n; ++i) {
+      auto row = cos[static_cast<int64_t>(i)];
+      row[ids[from + i]] = -2.0;
+      out.push_back(best_of(row, k, 1, tok));
+    }
+  }
+  return out;
+}
+
+Projection pca(const torch::Tensor& x, int dims) {
+  torch::NoGradGuard no_grad;
+  if (x.dim() != 2 || dims < 1 || dims > std::min(x.size(0), x.size(1))) {
+    throw ConfigError("[inspect] pca: expected a (N,C) table with N, C >= " + std::to_string(dims) + ", got " + c10::str(x.sizes()));
+  }
+  auto centred = x.to(torch::kFloat64);
+  centred = centred - centred.mean(0, true);
+  auto [u, s, vh] = at::linalg_svd(centred, false);
+  auto axes = vh.slice(0, 0, dims).clone();  // (dims,C)
+  for (int64_t d = 0; d < dims; ++d) {
+    if (axes[d][axes[d].abs().argmax()].item<double>() < 0) axes[d].neg_();
+  }
+  Projection p;
+  p.coords = centred.matmul(axes.t());
+  const auto var = s.pow(2);
+  const double total = std::max(var.sum().item<double>(), 1e-300);
+  for (int64_t d = 0; d < dims; ++d) p.explained.push_back(var[d].item<double>() / total);
+  return p;
 }
 
 std::string format_neighbours(const std::string& title, const std::vector<Neighbour>& list) {

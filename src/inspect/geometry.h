@@ -27,6 +27,23 @@ int32_t find_piece(const tokenizer::Tokenizer& tok, const std::string& text);
 std::vector<Neighbour> nearest(const torch::Tensor& table, const torch::Tensor& query, int k,
                                const std::vector<int32_t>& exclude, const tokenizer::Tokenizer& tok);
 
+/// For each id, the k rows of table (V,C) most cosine-similar to row `id`, the row itself left out: what
+/// `nearest(table, table[id], k, {id}, tok)` returns, for many ids in a few matrix products (the report).
+std::vector<std::vector<Neighbour>> nearest_each(const torch::Tensor& table, const std::vector<int32_t>& ids, int k,
+                                                 const tokenizer::Tokenizer& tok);
+
+/// Cosine similarity of each row of queries (Q,C) with each row of table (V,C) -> (Q,V), float64.
+torch::Tensor cosine_to_table(const torch::Tensor& table, const torch::Tensor& queries);
+
+/// Rows of x (N,C) centred and projected onto their first `dims` principal axes, and the share of the
+/// variance each axis explains. Each axis's sign is fixed (its largest loading is positive), so the same
+/// table always gives the same picture.
+struct Projection {
+  torch::Tensor coords;            ///< (N,dims) float64
+  std::vector<double> explained;   ///< dims fractions in [0,1], largest first
+};
+Projection pca(const torch::Tensor& x, int dims);
+
 std::string format_neighbours(const std::string& title, const std::vector<Neighbour>& list);
 
 /// Side-by-side lists of one piece in two checkpoints: rank in each, entries that joined or left.

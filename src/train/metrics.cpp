@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -14,6 +15,17 @@
 
 namespace lm::train {
 namespace fs = std::filesystem;
+
+namespace {
+void write_record(std::FILE* f, nlohmann::json j) {
+  if (!f) return;  // a rank other than 0
+  const auto now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  j["time"] = std::round(now * 1000.0) / 1000.0;
+  const std::string s = j.dump() + "\n";
+  std::fwrite(s.data(), 1, s.size(), f);
+  std::fflush(f);
+}
+}  // namespace
 
 MetricsLog::MetricsLog(const fs::path& path, int64_t resume_step) {
   if (path.empty()) return;
@@ -32,20 +44,13 @@ MetricsLog::MetricsLog(const fs::path& path, int64_t resume_step) {
   util::atomic_write_file(path, kept);
   f_ = std::fopen(path.c_str(), "a");
   if (!f_) throw SaveError("[metrics] cannot open '" + path.string() + "' for appending");
+  write_record(f_, {{"kind", resume_step > 0 ? "resume" : "start"}, {"step", resume_step}});
 }
 
 MetricsLog::~MetricsLog() {
   if (f_) std::fclose(f_);
 }
 
-namespace {
-void write_record(std::FILE* f, const nlohmann::json& j) {
-  if (!f) return;  // a rank other than 0
-  const std::string s = j.dump() + "\n";
-  std::fwrite(s.data(), 1, s.size(), f);
-  std::fflush(f);
-}
-}  // namespace
 
 void MetricsLog::train(int64_t step, double loss, double lr, double grad_norm, double tokens_per_s,
                        int64_t tokens_seen) {

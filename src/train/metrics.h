@@ -10,8 +10,11 @@
 namespace lm::train {
 
 /// Appends JSON Lines records: {"kind":"train","step","loss","lr","grad_norm","tokens_per_s","tokens_seen"}
-/// and {"kind":"val","step","loss","ppl","full"}, where full is true for the final validation over the whole
-/// val file and false for the periodic ones (train.eval_batches batches). Losses keep full double precision.
+/// and {"kind":"val","step","loss","ppl","bpb","full"}, where full is true for the final validation over the
+/// whole val file and false for the periodic ones (train.eval_batches batches). Losses keep full double
+/// precision. Every record has "time" (Unix seconds); a process that starts a run writes {"kind":"start",
+/// "step":0} first, and one that resumes writes {"kind":"resume","step":N}, so readers (the report) can
+/// mark resumed segments and add up the wall time.
 class MetricsLog {
  public:
   /// Opens `path` for appending. When resuming at `resume_step` > 0, records after that step (from the

@@ -1,0 +1,37 @@
+// `lmtrain report RUN_OR_CHECKPOINT`: one self-contained HTML page about a run (report/report.h).
+#include <iostream>
+
+#include "cli/commands.h"
+#include "report/report.h"
+#include "util/text.h"
+
+namespace lm::cli {
+namespace fs = std::filesystem;
+
+void add_report_commands(CLI::App& app) {
+  auto o = std::make_shared<report::ReportOptions>();
+  auto target = std::make_shared<std::string>();
+  auto compare = std::make_shared<std::string>();
+  auto output = std::make_shared<std::string>();
+  auto* cmd = app.add_subcommand("report",
+                                 "Write one self-contained HTML page: run summary, curves, embedding map, positions, "
+                                 "fine-tune drift, next-token bars (opens offline in any browser)");
+  cmd->add_option("target", *target, "run directory (its `latest`) or checkpoint directory")->required();
+  cmd->add_option("--compare", *compare, "checkpoint to measure embedding drift from (default: a fine-tune's --from)");
+  cmd->add_option("--prompt", o->prompt, "text whose next-token probabilities are drawn, e.g. \"And God said\"");
+  cmd->add_option("-o,--output", *output, "HTML file to write (default: RUN/report.html)");
+  cmd->add_option("--points", o->points, "most frequent pieces on the embedding map")->capture_default_str()->check(CLI::Range(2, 1 << 20));
+  cmd->add_option("--neighbours", o->neighbours, "nearest neighbours listed per piece")->capture_default_str()->check(CLI::Range(1, 1000));
+  cmd->add_option("-k,--top-k", o->top_k, "alternatives per position in the next-token bars")->capture_default_str()->check(CLI::Range(1, 100));
+  cmd->callback([o, target, compare, output] {
+    o->target = *target;
+    o->compare = *compare;
+    o->output = *output;
+    const auto r = report::write_report(*o);
+    if (!r.drift_from.empty()) std::cout << "drift measured from " << r.drift_from << "\n";
+    std::cout << "wrote " << r.path.string() << " (" << util::mib(static_cast<double>(r.bytes))
+              << "); open it in a browser: file://" << fs::absolute(r.path).lexically_normal().string() << "\n";
+  });
+}
+
+}  // namespace lm::cli

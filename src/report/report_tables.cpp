@@ -1,0 +1,158 @@
+// The report's tensor sections: the embedding map, the positions, a fine-tune's drift and the next-token
+// bars. Every number comes from inspect/ (the code behind `lmtrain inspect ...`).
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "inspect/drift.h"
+#include "inspect/geometry.h"
+#include "inspect/probs.h"
+#include "model/positions.h"
+#include "report/sections.h"
+#include "sample/sampler.h"
+#include "util/fs.h"
+#include "util/hash.h"
+
+namespace lm::report {
+namespace fs = std::filesystem;
+
+namespace {
+
+// The ids of the `n` most frequent pieces (ties by id); without counts, the first n ids.
+std::vector<int32_t> most_frequent(const std::vector<int64_t>& counts, int64_t vocab, int64_t n) {
+  std::vector<int32_t> ids(static_cast<size_t>(vocab));
+  std::iota(ids.begin(), ids.end(), 0);
+  if (counts.empty()) {
+    ids.resize(static_cast<size_t>(std::min(n, vocab)));
+    return ids;
+  }
+  std::stable_sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) { return counts[a] > counts[b]; });
+  const auto seen = std::count_if(counts.begin(), counts.end(), [](int64_t c) { return c > 0; });
+  ids.resize(static_cast<size_t>(std::min<int64_t>(n, std::max<int64_t>(seen, 1))));
+  return ids;
+}
+
+nlohmann::json column(const torch::Tensor& t, int digits) {
+  auto c = t.to(torch::kFloat64).contiguous();
+  nlohmann::json out = nlohmann::json::array();
+  for (int64_t i = 0; i < c.numel(); ++i) out.push_back(rounded(c.data_ptr<double>()[i], digits));
+  return out;
+}
+
+}  // namespace
+
+nlohmann::json map_section(const Sources& s, int points, int neighbours) {
+  torch::NoGradGuard no_grad;
+  const auto& table = s.ck.model->tok_emb->weight;
+  const auto ids = most_frequent(s.counts, table.size(0), points);
+  const auto rows = table.index_select(0, torch::tensor(std::vector<int64_t>(ids.begin(), ids.end())));
+  const auto proj = inspect::pca(rows, 2);
+  nlohmann::json nb_ids = nlohmann::json::array(), nb_cos = nlohmann::json::array(), counts = nlohmann::json::array();
+  for (const auto& list : inspect::nearest_each(table, ids, neighbours, *s.tok)) {
+    nlohmann::json a = nlohmann::json::array(), b = nlohmann::json::array();
+    for (const auto& n : list) {
+      a.push_back(n.id);
+      b.push_back(rounded(n.cosine, 4));
+    }
+    nb_ids.push_back(a);
+    nb_cos.push_back(b);
+  }
+  for (int32_t id : ids) counts.push_back(s.counts.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.counts[id]));
+  return {{"tensor", "tok_emb.weight"},
+          {"method", "PCA"},
+          {"explained", {rounded(proj.explained[0], 3), rounded(proj.explained[1], 3)}},
+          {"ids", ids},
+          {"x", column(proj.coords.select(1, 0), 4)},
+          {"y", column(proj.coords.select(1, 1), 4)},
+          {"count", counts},
+          {"counts_source", s.counts_source},
+          {"neighbours", {{"ids", nb_ids}, {"cos", nb_cos}}}};
+}
+
+nlohmann::json positions_section(const Sources& s, const std::vector<int32_t>& map_ids) {
+  torch::NoGradGuard no_grad;
+  auto& model = *s.ck.model;
+  const int64_t T = s.ck.arch.max_seq_len;
+  const auto table = model.pos_emb->forward(T, 0).to(torch::kFloat64);  // (T,C), learned or sinusoidal
+  const int64_t stride = (T + 127) / 128;
+  const auto chosen = torch::arange(0, T, stride);
+  const auto cos = inspect::cosine_matrix(table.index_select(0, chosen));
+  nlohmann::json matrix = nlohmann::json::array();
+  for (int64_t i = 0; i < cos.size(0); ++i) matrix.push_back(column(cos[i], 3));
+  const auto tok_rows = model.tok_emb->weight.index_select(0, torch::tensor(std::vector<int64_t>(map_ids.begin(), map_ids.end())));
+  return {{"kind", model::to_string(s.ck.arch.positions)},
+          {"positions", column(chosen, 6)},
+          {"cos", matrix},
+          {"pos_norms", column(table.norm(2, 1), 4)},
+          {"tok_norms", column(tok_rows.norm(2, 1), 4)}};
+}
+
+namespace {
+
+std::string tensor_sha(const torch::Tensor& p) {
+  auto t = p.detach().cpu().contiguous();
+  return util::sha256_hex(std::string_view(static_cast<const char*>(t.data_ptr()), t.nbytes()));
+}
+
+// SHA-256 of every tensor before and after, and what the fine-tune's config froze.
+nlohmann::json frozen_proof(const Sources& s, const checkpoint::LoadedCheckpoint& base) {
+  std::map<std::string, torch::Tensor> before;
+  for (auto& [name, p] : model::named_weights(*base.model)) before[name] = p;
+  nlohmann::json tensors = nlohmann::json::array();
+  for (auto& [name, p] : model::named_weights(*s.ck.model)) {
+    const auto it = before.find(name);
+    const bool comparable = it != before.end() && it->second.sizes() == p.sizes();
+    tensors.push_back({{"name", name},
+                       {"shape", c10::str(p.sizes())},
+                       {"before", comparable ? tensor_sha(it->second) : ""},
+                       {"after", tensor_sha(p)}});
+  }
+  nlohmann::json config = nlohmann::json::object();
+  try {
+    const YAML::Node ft = YAML::Load(s.ck.config_yaml)["finetune"];
+    for (const char* key : {"freeze_embeddings", "freeze_positions", "freeze", "unfreeze_embeddings_after", "untie_head"}) {
+      if (ft && ft[key]) config[key] = YAML::Dump(ft[key]);
+    }
+  } catch (const YAML::Exception&) {
+    // a config without a finetune section: the SHA-256 comparison alone says what stayed
+  }
+  return {{"tensors", tensors}, {"config", config}};
+}
+
+}  // namespace
+
+nlohmann::json drift_section(const Sources& s, const checkpoint::LoadedCheckpoint& base, int top_k) {
+  nlohmann::json reports = nlohmann::json::array();
+  const auto& after = s.ck.model->tok_emb->weight;
+  const auto rows = inspect::row_drift("tok_emb.weight", base.model->tok_emb->weight, after);
+  reports.push_back(inspect::to_json(inspect::drift_report("tok_emb.weight", base.model->tok_emb->weight, after, s.counts, *s.tok, top_k)));
+  if (!s.ck.arch.tie_embeddings) {  // an untied head against the base's output projection, as `inspect drift`
+    reports.push_back(inspect::to_json(
+        inspect::drift_report("head.weight", base.model->output_weight(), s.ck.model->output_weight(), s.counts, *s.tok, top_k)));
+  }
+  nlohmann::json forgetting = nullptr;
+  const fs::path f = s.run_dir / "forgetting.json";
+  if (fs::is_regular_file(f)) {
+    try {
+      forgetting = nlohmann::json::parse(util::read_file(f, "forgetting report"));
+    } catch (const nlohmann::json::exception&) {
+      forgetting = nullptr;  // a damaged file: the section says there is none
+    }
+  }
+  nlohmann::json counts = nlohmann::json::array();
+  for (int64_t c : s.counts) counts.push_back(c);
+  return {{"base", base.dir.string()},        {"base_step", base.state.step},
+          {"l2", column(rows.l2, 4)},         {"cos_drift", column(rows.cos_drift, 4)},
+          {"counts", counts},                 {"counts_source", s.counts_source},
+          {"reports", reports},               {"proof", frozen_proof(s, base)},
+          {"forgetting", forgetting}};
+}
+
+nlohmann::json probs_section(const Sources& s, const std::string& prompt, int top_k) {
+  const auto rows = inspect::teacher_forced(*s.ck.model.ptr(), *s.tok, sample::prompt_context(*s.tok, prompt), top_k);
+  return {{"prompt", prompt}, {"rows", inspect::probs_json(rows)}};
+}
+
+}  // namespace lm::report
