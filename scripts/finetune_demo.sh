@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fine-tunes the quickstart KJV checkpoint on the English Debian FAQ three ways (frozen token table,
-# unfrozen, unfrozen at 0.1x lr) and writes the comparison table into README.md between the
-# finetune-demo markers. Runs the quickstart first when its checkpoint is missing.
+# unfrozen, unfrozen at 0.1x lr), writes the comparison table to runs/finetune-demo.md (README's table is
+# pasted from it by a person) and the HTML reports of the frozen and unfrozen runs, drift measured with
+# --compare against the quickstart checkpoint. Runs the quickstart first when its checkpoint is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh lmtrain
@@ -23,13 +24,12 @@ run faq-unfrozen configs/finetune-faq-unfrozen.yaml
 run faq-unfrozen-lr0.1 configs/finetune-faq-unfrozen.yaml --set finetune.embedding_lr_scale=0.1
 
 python3 - <<'PY'
-import json, re
+import json
 rows = [("frozen token table (tied head frozen too)", "faq-frozen"),
         ("unfrozen", "faq-unfrozen"),
         ("unfrozen, embeddings at 0.1x lr", "faq-unfrozen-lr0.1")]
 f0 = json.load(open("runs/faq-frozen/forgetting.json"))
-lines = ["<!-- finetune-demo:start -->",
-         "Made by `scripts/finetune_demo.sh` (150 steps of 16 x 128 tokens on the Debian FAQ, from the quickstart checkpoint).",
+lines = ["Made by `scripts/finetune_demo.sh` (150 steps of 16 x 128 tokens on the Debian FAQ, from the quickstart checkpoint).",
          "Before fine-tuning: FAQ val loss %.3f, KJV val loss %.3f (nats/token)." % (f0["new"]["before"], f0["original"]["before"]),
          "",
          "| run | FAQ val loss (new) | KJV val loss (old) | embedding drift mean L2 | p95 L2 | top 5 moved pieces (count in FAQ train) | wall time |",
@@ -41,10 +41,11 @@ for label, d in rows:
     wall = open(f"runs/{d}/wall_seconds").read().strip()
     lines.append("| %s | %.3f | %.3f | %.4f | %.4f | %s | %s s |" % (label, f["new"]["after"], f["original"]["after"],
                  dr["l2"]["mean"], dr["l2"]["p95"], top, wall))
-lines.append("<!-- finetune-demo:end -->")
-readme = open("README.md").read()
-table = "\n".join(lines)
-new = re.sub(r"<!-- finetune-demo:start -->.*?<!-- finetune-demo:end -->", lambda m: table, readme, flags=re.S)
-open("README.md", "w").write(new)
+table = "\n".join(lines) + "\n"
+open("runs/finetune-demo.md", "w").write(table)
 print(table)
 PY
+echo "table written to runs/finetune-demo.md"
+for d in faq-frozen faq-unfrozen; do
+  $LM report "runs/$d" --compare runs/kjv-small --prompt "How do I install"
+done

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The main job on the default corpus: set-up (packages + build), KJV corpus, tokenizer, token files,
-# training with configs/kjv-small.yaml, then the final validation loss, a next-token table and a sample.
+# training with configs/kjv-small.yaml, then the final validation loss, a sample, and the run's HTML report
+# (runs/kjv-small/report.html: curves, embedding map, positions, next-token bars).
 # Usage: scripts/quickstart.sh [extra --set overrides passed to `lmtrain train`]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,4 +17,12 @@ $LM train -c configs/kjv-small.yaml --overwrite "${overrides[@]}" 2>&1 | tee "$R
 echo
 $LM sample --checkpoint "$RUN" --prompt "In the beginning God" --top-k 10 --generate 40 --temperature 0.8 --seed 1
 echo
+$LM report "$RUN" --prompt "And God said"
+size=$(stat -c %s "$RUN/report.html")
+if [ "$size" -ge $(( 3 * 1024 * 1024 )) ]; then
+  echo "quickstart: $RUN/report.html is $size bytes, over the 3 MB a report may take" >&2
+  exit 1
+fi
+echo
+echo "report: $RUN/report.html (open it in any browser; it loads nothing from the network)"
 echo "quickstart finished in $(( $(date +%s) - start ))s; run directory $RUN, log $RUN.log"
