@@ -21,7 +21,7 @@ MAX_FILE_LINES = 350
 MAX_FUNCTION_LINES = 80
 
 # Which folders each folder may include (besides itself). The order is the one-way layering:
-# util <- dist, tokenizer, data, model <- checkpoint <- train, sample, inspect, export <- report, config <- cli <- main.cpp
+# util <- dist, tokenizer, data, model <- checkpoint <- train, sample, inspect, export <- config <- report <- cli <- main.cpp
 ALLOWED = {
     "util": set(),
     "dist": {"util"},
@@ -33,7 +33,7 @@ ALLOWED = {
     "sample": {"util", "tokenizer", "model"},
     "inspect": {"util", "tokenizer", "data", "model", "checkpoint", "sample"},
     "export": {"util", "tokenizer", "model", "checkpoint"},
-    "report": {"util", "tokenizer", "data", "model", "checkpoint", "sample", "inspect"},
+    "report": {"util", "tokenizer", "data", "model", "checkpoint", "train", "sample", "inspect", "config"},
     "config": {"util", "tokenizer", "model", "checkpoint", "train", "dist"},
     "cli": {"util", "tokenizer", "data", "model", "checkpoint", "train", "sample", "inspect", "export", "config", "dist",
             "report"},

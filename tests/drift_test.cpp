@@ -17,8 +17,8 @@ TEST(Drift, IdenticalTablesReportZeroDrift) {
   EXPECT_EQ(r.l2.max, 0.0);
   EXPECT_NEAR(r.cos_drift.max, 0.0, 1e-12);
   EXPECT_EQ(r.unseen_rows, 0);
-  ASSERT_EQ(r.top.size(), 5u);
-  EXPECT_EQ(r.top[0].l2, 0.0);
+  EXPECT_TRUE(r.top.empty()) << "a row that did not move is not among the most moved";
+  EXPECT_NE(inspect::format_drift(r).find("most moved: none moved"), std::string::npos) << inspect::format_drift(r);
 }
 
 TEST(Drift, AHandPerturbedRowIsReportedExactly) {
@@ -46,7 +46,7 @@ TEST(Drift, AHandPerturbedRowIsReportedExactly) {
   EXPECT_NEAR(r.l2.max, 5.0, 1e-6);
   EXPECT_NEAR(r.l2.mean, 5.0 / 128.0, 1e-6);
   EXPECT_EQ(r.l2.p50, 0.0);
-  EXPECT_EQ(r.top[1].l2, 0.0);
+  EXPECT_EQ(r.top.size(), 1u) << "only rows that moved are listed";
   EXPECT_EQ(r.unseen_rows, 2);
   EXPECT_EQ(r.unseen_l2.max, 0.0);
   EXPECT_NE(inspect::format_drift(r).find("most moved"), std::string::npos);

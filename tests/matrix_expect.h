@@ -94,6 +94,9 @@ inline constexpr const char* kTemperatureNegative = R"(\[sample\] temperature: e
 inline constexpr const char* kSeedNegative = R"(--seed: expected an integer in \[0, 2\^64\), got '-1')";
 inline constexpr const char* kGenerateTooMany = R"(\[sample\] generate: expected 0..1000000 tokens, got 1000001)";
 inline constexpr const char* kGenerateBeyondWindow = R"(sample 1 of 1: 80 tokens, stopped by length .*window slid \d+x)";
+inline constexpr const char* kReportClobber = R"(\[report\] -o: refusing to overwrite '[^']*': it is not an lmtrain report)";
+inline constexpr const char* kReportNoDir = R"(\[report\] -o: expected a file in an existing directory, got '[^']*' \(no directory '[^']*'\))";
+inline constexpr const char* kReportOtherTokenizer = R"(\[report\] --compare: expected a checkpoint with the same tokenizer as )";
 inline constexpr const char* kExtendLearned = R"(\[sample\] extend positions: expected a model with sinusoidal positions)";
 
 }  // namespace lm::test::expect

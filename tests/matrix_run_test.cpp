@@ -211,8 +211,43 @@ std::vector<Case> signal_cases() {
   return out;
 }
 
+// `report` on the shared run with `args` (an -o or --compare made by `prepare`): it writes nothing.
+Case report_case(std::string name, std::string input, std::function<std::string(Ctx&)> prepare, const char* pattern,
+                 int code) {
+  Case c{name, input, pattern, code, "keep.html keeps its bytes; no report.html appears in the shared run", nullptr, nullptr};
+  c.act = [prepare](Ctx& ctx) {
+    std::ofstream(ctx / "keep.html") << "a page of someone else's";
+    return ctx.lm("report " + Ctx::base_run().string() + " " + prepare(ctx));
+  };
+  c.check = [](Ctx& ctx, const RunResult&) {
+    EXPECT_EQ(slurp(ctx / "keep.html"), "a page of someone else's");
+    EXPECT_FALSE(fs::exists(Ctx::base_run() / "report.html"));
+  };
+  return c;
+}
+
+std::vector<Case> report_cases() {
+  return {
+      report_case("report_clobber", "`report -o FILE` naming a file that is not an lmtrain report",
+                  [](Ctx& ctx) { return "-o " + (ctx / "keep.html").string(); }, expect::kReportClobber, 2),
+      report_case("report_no_directory", "`report -o` into a directory that does not exist",
+                  [](Ctx& ctx) { return "-o " + (ctx / "missing" / "r.html").string(); }, expect::kReportNoDir, 2),
+      report_case("report_compare_other_tokenizer", "`report --compare` a checkpoint made with another tokenizer",
+                  [](Ctx& ctx) {
+                    const fs::path other = ctx / "other";
+                    const std::string cfg = slurp(ctx.config());
+                    std::ofstream(ctx / "other.yaml") << std::regex_replace(
+                        std::regex_replace(cfg, std::regex("vocab_size: \\d+"), "vocab_size: 96"), std::regex("dir: [^,}\n]+"),
+                        "dir: " + other.string());
+                    EXPECT_EQ(ctx.lm("train -c " + (ctx / "other.yaml").string()).exit_code, 0);
+                    return "--compare " + other.string() + " -o " + (ctx / "r.html").string();
+                  },
+                  expect::kReportOtherTokenizer, 4),
+  };
+}
+
 std::vector<Case> sampling_cases() {
-  std::vector<Case> out;
+  std::vector<Case> out = report_cases();
   for (auto c : {
            sample_case("sample_empty_prompt", "--prompt \"\" (the table after a line start)", "--prompt ''",
                        expect::kEmptyPrompt, 0),

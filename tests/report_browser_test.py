@@ -15,6 +15,7 @@ opens both in chromium and checks:
 - the file is under 3 MB.
 Exit 77 (CTest: skipped, the reason printed) when chromium is not installed or cannot start here.
 Usage: report_browser_test.py LMTRAIN_BINARY TESTS_DATA_DIR [KEEP_DIR]
+       report_browser_test.py --screenshot REPORT.html OUT.png [WIDTHxHEIGHT]   (README's picture, same browser)
 """
 import json
 import os
@@ -191,15 +192,27 @@ def check_report(exe, tmp, html, run_dir, expect):
     return dom
 
 
+def screenshot(exe, html, png, size):
+    """The README's picture of a report, taken by the same browser with the same flags as the test."""
+    png = os.path.abspath(png)
+    with tempfile.TemporaryDirectory() as tmp:
+        r, console, requests = browser(exe, "file://" + os.path.abspath(html), tmp,
+                                       ["--window-size=" + size.replace("x", ","), "--screenshot=" + png])
+    print("wrote %s (%s; console messages: %d, page requests: %d)" % (png, size, len(console), len(requests)))
+    return 0 if r.returncode == 0 and not console and not requests else 1
+
+
 def main():
     if len(sys.argv) < 3:
         print(__doc__)
         return 2
-    lm, data = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
     exe = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)), None)
     if not exe:
         print("SKIPPED: chromium is not installed (scripts/setup.sh installs Debian's chromium)")
         return SKIP
+    if sys.argv[1] == "--screenshot":
+        return screenshot(exe, sys.argv[2], sys.argv[3], sys.argv[4] if len(sys.argv) > 4 else "1280x1700")
+    lm, data = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
     tmp = sys.argv[3] if len(sys.argv) > 3 else tempfile.mkdtemp(prefix="lmtrain-report-")
     os.makedirs(tmp, exist_ok=True)
     probe = os.path.join(tmp, "probe.html")

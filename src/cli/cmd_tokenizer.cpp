@@ -59,7 +59,16 @@ void add_train_command(CLI::App* tokcmd) {
   train->add_option("--threads", t->threads, "trainer threads")->capture_default_str()->check(CLI::Range(1, 1 << 30));
   train->callback([t] {
     t->cfg.model_type = tokenizer::parse_model_type(t->model_type);
-    tokenizer::train_tokenizer(t->input, t->model, t->cfg, t->threads);
+    try {
+      tokenizer::train_tokenizer(t->input, t->model, t->cfg, t->threads);
+    } catch (const DataError& e) {  // the hint names the config keys; here the user set flags
+      std::string why = e.what();
+      for (auto [key, flag] : {std::pair<std::string, std::string>{"tokenizer.vocab_size", "--vocab-size"},
+                               {"tokenizer.character_coverage", "--character-coverage"}}) {
+        for (auto at = why.find(key); at != std::string::npos; at = why.find(key, at + flag.size())) why.replace(at, key.size(), flag);
+      }
+      throw DataError(why);
+    }
     tokenizer::Tokenizer tok(t->model);
     std::cout << "trained " << tok.vocab_size() << "-piece " << t->model_type << " tokenizer -> " << t->model
               << " (sha256 " << tok.sha256().substr(0, 12) << ")\n";
@@ -106,31 +115,47 @@ void add_codec_commands(CLI::App* tokcmd) {
   encode->add_flag("--pieces", c->pieces, "print pieces instead of ids");
   encode->callback([c] {
     tokenizer::Tokenizer tok(c->model);
-    auto ids = tok.encode(text_or_stdin(c->text, c->file));
-    for (size_t i = 0; i < ids.size(); ++i) {
-      std::cout << (i ? " " : "") << (c->pieces ? tok.piece(ids[i]) : std::to_string(ids[i]));
+    // one output line per input line, as `prepare` makes one unit of each line
+    std::istringstream lines(text_or_stdin(c->text, c->file));
+    for (std::string line; std::getline(lines, line);) {
+      const auto ids = tok.encode(line);
+      for (size_t i = 0; i < ids.size(); ++i) {
+        std::cout << (i ? " " : "") << (c->pieces ? tok.piece(ids[i]) : std::to_string(ids[i]));
+      }
+      std::cout << "\n";
     }
-    std::cout << "\n";
   });
-  auto* decode = tokcmd->add_subcommand("decode", "Turn space-separated ids back into text");
+  auto* decode = tokcmd->add_subcommand("decode", "Turn space-separated ids back into text (one line per line of ids)");
   decode->add_option("--model", c->model, "tokenizer .model file")->required();
-  decode->add_option("--ids", c->ids, "ids, e.g. \"12 7 99\" (default: stdin)");
+  decode->add_option("--ids", c->ids, "ids, e.g. \"12 7 99\" (default: stdin, one line of ids per output line)");
   decode->callback([c] {
     tokenizer::Tokenizer tok(c->model);
-    std::istringstream in(c->ids.empty() ? text_or_stdin("", "") : c->ids);
-    std::vector<int32_t> ids;
-    std::string word;
-    while (in >> word) {
-      try {
+    std::istringstream lines(c->ids.empty() ? text_or_stdin("", "") : c->ids);
+    for (std::string line; std::getline(lines, line);) {
+      std::istringstream in(line);
+      std::vector<int32_t> ids;
+      std::string text;
+      for (std::string word; in >> word;) {
         size_t used = 0;
-        long v = std::stol(word, &used);
-        if (used != word.size()) throw std::invalid_argument(word);
-        ids.push_back(static_cast<int32_t>(v));
-      } catch (const std::exception&) {
-        throw DataError("[tokenizer] decode: expected integer ids, got '" + word + "'");
+        long v = -1;
+        try {
+          v = std::stol(word, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used != word.size() || v < 0 || v >= tok.vocab_size()) {
+          throw ConfigError("[tokenizer] decode: expected ids 0.." + std::to_string(tok.vocab_size() - 1) +
+                            " separated by spaces, got '" + word + "'");
+        }
+        if (v == tok.eos_id()) {  // </s> ends a line of text, as in `sample`
+          text += tok.decode(ids) + "\n";
+          ids.clear();
+        } else {
+          ids.push_back(static_cast<int32_t>(v));
+        }
       }
+      std::cout << text << tok.decode(ids) << "\n";
     }
-    std::cout << tok.decode(ids) << "\n";
   });
 }
 

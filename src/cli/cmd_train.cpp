@@ -70,12 +70,12 @@ void add_train_commands(CLI::App& app, const util::Faults& faults) {
                     "continue a run exactly: `auto` = newest valid checkpoint in run.dir (none: start fresh), "
                     "or a checkpoint/run directory");
   train->add_flag("--overwrite", o->overwrite, "delete checkpoints of an earlier run in run.dir instead of refusing to start");
-  train->add_flag("--list-keys", o->list_keys, "print every config key with its meaning and exit");
+  train->add_flag("--list-keys", o->list_keys, "print every config key, its default and its meaning (tab-separated) and exit");
   add_nproc_option(train, o->nproc);
   train->add_flag("--dry-run", o->dry_run, "push one batch through the configured model, print every stage's shape, exit");
   train->callback([o, faults] {
     if (o->list_keys) {
-      for (auto& [k, help] : config::config_keys()) std::cout << k << "\t" << help << "\n";
+      for (auto& k : config::config_keys()) std::cout << k.key << "\t" << k.default_value << "\t" << k.help << "\n";
       return;
     }
     config::RunConfig cfg = config::load_config(o->config, o->overrides);

@@ -222,9 +222,14 @@ std::vector<std::tuple<std::string, std::string, std::string>> diff_configs(cons
   return out;
 }
 
-std::vector<std::pair<std::string, std::string>> config_keys() {
-  std::vector<std::pair<std::string, std::string>> out;
-  for (const auto& f : fields()) out.emplace_back(f.key, f.help);
+std::vector<KeyInfo> config_keys() {
+  const RunConfig defaults;
+  std::vector<KeyInfo> out;
+  for (const auto& f : fields()) {
+    YAML::Emitter e;
+    f.emit(defaults, e);
+    out.push_back({f.key, e.c_str(), f.help});
+  }
   return out;
 }
 

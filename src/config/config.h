@@ -64,8 +64,12 @@ std::string dump_config(const RunConfig& cfg);
 /// Keys whose values differ between two configs: (key, value in a, value in b), in documentation order.
 std::vector<std::tuple<std::string, std::string, std::string>> diff_configs(const RunConfig& a, const RunConfig& b);
 
-/// All known keys ("section.key") with their one-line help, in documentation order.
-std::vector<std::pair<std::string, std::string>> config_keys();
+/// All known keys ("section.key") with their default (as --dump-config prints it) and one-line help, in
+/// documentation order.
+struct KeyInfo {
+  std::string key, default_value, help;
+};
+std::vector<KeyInfo> config_keys();
 
 /// Levenshtein distance, for "did you mean" suggestions.
 size_t edit_distance(const std::string& a, const std::string& b);

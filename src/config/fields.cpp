@@ -1,12 +1,24 @@
 #include "config/fields.h"
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <limits>
 
 #include "util/errors.h"
 
 namespace lm::config {
 namespace {
+
+// The shortest decimal that reads back as exactly `x`.
+std::string shortest(double x) {
+  char buf[40];
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*g", digits, x);
+    if (std::strtod(buf, nullptr) == x) break;
+  }
+  return buf;
+}
 
 template <typename T>
 const char* type_name() {
@@ -55,6 +67,8 @@ Field scalar(std::string key, std::string help, std::function<T&(RunConfig&)> re
   f.emit = [ref](const RunConfig& c, YAML::Emitter& e) {
     if constexpr (std::is_same_v<T, bool>) {
       e << (ref(const_cast<RunConfig&>(c)) ? "true" : "false");
+    } else if constexpr (std::is_floating_point_v<T>) {
+      e << shortest(ref(const_cast<RunConfig&>(c)));  // 0.003, not 0.0030000000000000001
     } else {
       e << ref(const_cast<RunConfig&>(c));
     }

@@ -6,6 +6,7 @@
 
 #include "data/token_file.h"
 #include "util/errors.h"
+#include "util/text.h"
 
 namespace lm::inspect {
 namespace {
@@ -64,7 +65,7 @@ DriftReport drift_report(const std::string& tensor, const torch::Tensor& before,
   const int64_t k = std::min<int64_t>(top_k, V);
   std::partial_sort(order.begin(), order.begin() + k, order.end(),
                     [&](int64_t x, int64_t y) { return pl2[x] > pl2[y] || (pl2[x] == pl2[y] && x < y); });
-  for (int64_t i = 0; i < k; ++i) {
+  for (int64_t i = 0; i < k && pl2[order[i]] > 0.0; ++i) {  // rows that did not move are not "most moved"
     const auto id = static_cast<int32_t>(order[i]);
     r.top.push_back({id, tok.piece(id), pl2[id], all_cos[id], counts.empty() ? -1 : counts[id]});
   }
@@ -96,12 +97,13 @@ std::string format_drift(const DriftReport& r) {
     const std::string label = "unseen rows L2 (" + std::to_string(r.unseen_rows) + ")";
     line(label.c_str(), r.unseen_l2);
   }
+  if (r.l2.max == 0.0) return out + "  most moved: none moved (every row is bit-identical)\n";
   out += "  most moved:\n";
-  std::snprintf(buf, sizeof buf, "  %5s  %-20s %7s %10s %10s %8s\n", "rank", "piece", "id", "L2", "1-cos", "count");
+  std::snprintf(buf, sizeof buf, "  %5s  %s %7s %10s %10s %8s\n", "rank", util::pad("piece", 20).c_str(), "id", "L2", "1-cos", "count");
   out += buf;
   for (size_t i = 0; i < r.top.size(); ++i) {
     const auto& m = r.top[i];
-    std::snprintf(buf, sizeof buf, "  %5zu  %-20s %7d %10.6f %10.6f %8s\n", i + 1, m.piece.c_str(), m.id, m.l2,
+    std::snprintf(buf, sizeof buf, "  %5zu  %s %7d %10.6f %10.6f %8s\n", i + 1, util::pad(m.piece, 20).c_str(), m.id, m.l2,
                   m.cos_drift, m.count < 0 ? "-" : std::to_string(m.count).c_str());
     out += buf;
   }

@@ -33,7 +33,7 @@ struct DriftReport {
   std::string tensor;          ///< e.g. "tok_emb.weight"
   int64_t rows = 0;
   Stats l2, cos_drift;         ///< over all rows
-  std::vector<MovedRow> top;   ///< by L2, largest first
+  std::vector<MovedRow> top;   ///< by L2, largest first; only rows that moved (empty: none moved)
   int64_t unseen_rows = 0;     ///< rows whose count is 0
   Stats unseen_l2;             ///< L2 drift over the unseen rows (zeros when there are none)
 };

@@ -120,7 +120,8 @@ std::string format_neighbour_change(const std::vector<Neighbour>& before, const 
   };
   std::string out;
   char buf[200];
-  std::snprintf(buf, sizeof buf, "%4s  %-20s %-10s | %-20s %-10s %s\n", "rank", "A", "cos", "B", "cos", "rank of B's piece in A");
+  std::snprintf(buf, sizeof buf, "%4s  %s %-10s | %s %-10s %s\n", "rank", util::pad("A", 20).c_str(), "cos", util::pad("B", 20).c_str(), "cos",
+                "rank of B's piece in A");
   out += buf;
   int kept = 0;
   for (size_t i = 0; i < std::max(before.size(), after.size()); ++i) {

@@ -1,7 +1,6 @@
 #include "report/report.h"
 
 #include <spdlog/spdlog.h>
-#include <yaml-cpp/yaml.h>
 
 #include <fstream>
 
@@ -74,13 +73,8 @@ void count_training_ids(Sources& s) {
 std::optional<checkpoint::LoadedCheckpoint> drift_base(const Sources& s, const fs::path& compare, std::string& note) {
   fs::path from = compare;
   if (from.empty()) {
-    try {
-      const YAML::Node ft = YAML::Load(s.ck.config_yaml)["finetune"];
-      if (ft && ft["from"]) from = ft["from"].as<std::string>();
-    } catch (const YAML::Exception&) {
-      return std::nullopt;
-    }
-    if (from.empty()) return std::nullopt;
+    if (!s.cfg || s.cfg->finetune.from.empty()) return std::nullopt;
+    from = s.cfg->finetune.from;
     try {
       checkpoint::resolve_checkpoint(from);
     } catch (const CheckpointError& e) {
@@ -105,9 +99,14 @@ ReportResult write_report(const ReportOptions& o) {
     throw ConfigError("[report] expected --points >= 2, --neighbours >= 1 and --top-k >= 1");
   }
   const fs::path ckpt = checkpoint::resolve_checkpoint(o.target);
-  Sources s{checkpoint::load_checkpoint(ckpt), {}, std::nullopt, {}, {}};
+  Sources s{checkpoint::load_checkpoint(ckpt), {}, std::nullopt, {}, {}, std::nullopt};
   s.run_dir = run_dir_of(o.target, s.ck.dir);
   s.tok.emplace(s.ck.tokenizer_model);
+  try {
+    s.cfg = config::parse_config(s.ck.config_yaml, (s.ck.dir / "config.yaml").string(), {});
+  } catch (const Error& e) {  // e.g. a checkpoint of another version: the report loses the data paths only
+    spdlog::warn("[report] {}", e.what());
+  }
   const fs::path out = o.output.empty() ? default_output(s) : o.output;
   check_output(out);
   if (o.neighbours >= s.ck.arch.vocab_size) {

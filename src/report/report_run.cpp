@@ -1,6 +1,4 @@
 // The run's own record: the curves of metrics.jsonl and the summary (config, parameters, data, time).
-#include <yaml-cpp/yaml.h>
-
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -108,8 +106,7 @@ nlohmann::json params_json(const model::GptConfig& arch) {
 }
 
 // A data file named in the config: its path and size in bytes (null when it is not there any more).
-nlohmann::json data_file(const YAML::Node& data, const char* key) {
-  const std::string path = data && data[key] ? data[key].as<std::string>() : "";
+nlohmann::json data_file(const std::string& path) {
   std::error_code ec;
   const auto size = path.empty() ? 0 : fs::file_size(path, ec);
   return {{"path", path}, {"bytes", path.empty() || ec ? nlohmann::json(nullptr) : nlohmann::json(size)}};
@@ -131,15 +128,8 @@ nlohmann::json final_validation(const Sources& s, const nlohmann::json& curves) 
 
 nlohmann::json summary_section(const Sources& s, const nlohmann::json& curves) {
   const auto& st = s.ck.state;
-  YAML::Node cfg;
-  try {
-    cfg = YAML::Load(s.ck.config_yaml);
-  } catch (const YAML::Exception&) {
-    cfg = YAML::Node();  // the checkpoint was verified; an unreadable config only loses the data paths
-  }
-  const YAML::Node data = cfg.IsMap() ? cfg["data"] : YAML::Node();
-  nlohmann::json data_json = {{"train", data_file(data, "train")},
-                              {"val", data_file(data, "val")},
+  nlohmann::json data_json = {{"train", data_file(s.cfg ? s.cfg->data.train : "")},
+                              {"val", data_file(s.cfg ? s.cfg->data.val : "")},
                               {"train_tokens", st.data.train_tokens},
                               {"val_tokens", st.data.val_tokens},
                               {"tokenizer_sha256", st.data.tokenizer_sha256}};

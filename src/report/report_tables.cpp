@@ -1,7 +1,5 @@
 // The report's tensor sections: the embedding map, the positions, a fine-tune's drift and the next-token
 // bars. Every number comes from inspect/ (the code behind `lmtrain inspect ...`).
-#include <yaml-cpp/yaml.h>
-
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -12,6 +10,7 @@
 #include "model/positions.h"
 #include "report/sections.h"
 #include "sample/sampler.h"
+#include "train/finetune.h"
 #include "util/fs.h"
 #include "util/hash.h"
 
@@ -109,14 +108,11 @@ nlohmann::json frozen_proof(const Sources& s, const checkpoint::LoadedCheckpoint
                        {"before", comparable ? tensor_sha(it->second) : ""},
                        {"after", tensor_sha(p)}});
   }
-  nlohmann::json config = nlohmann::json::object();
-  try {
-    const YAML::Node ft = YAML::Load(s.ck.config_yaml)["finetune"];
-    for (const char* key : {"freeze_embeddings", "freeze_positions", "freeze", "unfreeze_embeddings_after", "untie_head"}) {
-      if (ft && ft[key]) config[key] = YAML::Dump(ft[key]);
-    }
-  } catch (const YAML::Exception&) {
-    // a config without a finetune section: the SHA-256 comparison alone says what stayed
+  nlohmann::json config = nlohmann::json::object();  // what the fine-tune meant to freeze (empty: a plain run)
+  if (s.cfg && !s.cfg->finetune.from.empty()) {
+    config["frozen prefixes"] = train::freeze_prefixes(s.cfg->finetune);
+    config["unfrozen after step"] = s.cfg->finetune.unfreeze_embeddings_after;
+    config["untie_head"] = s.cfg->finetune.untie_head;
   }
   return {{"tensors", tensors}, {"config", config}};
 }

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/checkpoint.h"
+#include "config/config.h"
 #include "tokenizer/tokenizer.h"
 
 namespace lm::report {
@@ -23,6 +24,7 @@ struct Sources {
   std::optional<tokenizer::Tokenizer> tok;
   std::vector<int64_t> counts;
   std::string counts_source;  ///< e.g. "runs/x/train.bin", or why there are no counts
+  std::optional<config::RunConfig> cfg;  ///< the checkpoint's config.yaml; empty when this version cannot read it
 };
 
 /// x rounded to `digits` significant digits, so the page stays small (NaN/inf -> null).

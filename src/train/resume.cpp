@@ -34,11 +34,14 @@ std::string short_hash(const std::string& h) { return h.size() > 12 ? h.substr(0
 void point_latest_at(const fs::path& run_dir, const fs::path& dir) {
   std::error_code ec;
   if (!fs::equivalent(dir.parent_path(), run_dir, ec) || dir.filename().string().rfind("step_", 0) != 0) return;
-  for (auto& newer : checkpoint::list_checkpoints(run_dir)) {
-    if (newer.filename() > dir.filename()) {
-      spdlog::warn("resume: {} is newer than {} and belongs to the abandoned branch (retention will prune it)",
-                   newer.string(), dir.filename().string());
-    }
+  std::vector<std::string> newer;  // one warning naming them all
+  for (auto& other : checkpoint::list_checkpoints(run_dir)) {
+    if (other.filename() > dir.filename()) newer.push_back(other.filename().string());
+  }
+  if (!newer.empty()) {
+    spdlog::warn("resume: {} in {} {} newer than {} and belong{} to the abandoned branch (retention will prune {})",
+                 util::join(newer, ", "), run_dir.string(), newer.size() == 1 ? "is" : "are", dir.filename().string(),
+                 newer.size() == 1 ? "s" : "", newer.size() == 1 ? "it" : "them");
   }
   util::atomic_write_file(run_dir / "latest", dir.filename().string() + "\n");
 }

@@ -8,7 +8,11 @@
 
 namespace lm::util {
 
-/// Left-aligns UTF-8 text in `width` columns (counting code points, so "▁the" is 4 wide, not 6).
+/// Terminal columns of UTF-8 text: East Asian wide and fullwidth characters (Hangul syllables and jamo
+/// leads, CJK, kana, fullwidth forms, emoji) take 2, combining marks and zero-width characters 0, the rest
+/// 1 ("▁the" is 4, "먹었다" is 6). A byte that is not UTF-8 counts 1.
+size_t display_width(const std::string& s);
+/// Left-aligns UTF-8 text in `width` terminal columns (display_width), so tables with Hangul line up.
 std::string pad(const std::string& s, size_t width);
 /// "a,b,c" -> {"a","b","c"} (a trailing separator adds no empty item; "" -> {}).
 std::vector<std::string> split(const std::string& text, char sep);

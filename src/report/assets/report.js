@@ -125,7 +125,7 @@
 
   // ---- a line chart over steps: {title, xmax, log, marks, series: [{name, x, y, color, dots}]}
   function lineChart(o) {
-    const W = 560, H = 250, m = { l: 58, r: 14, t: 26, b: 30 };
+    const W = 540, H = 250, m = { l: 58, r: 14, t: 26, b: 30 };
     const svg = s('svg', { cls: 'chart', width: W, height: H, viewBox: `0 0 ${W} ${H}`, 'data-chart': o.title });
     s('text', { x: m.l, y: 16, cls: 'title', text: o.title }, svg);
     const used = o.series.filter((q) => q.x.length > 0);

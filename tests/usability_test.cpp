@@ -1,0 +1,114 @@
+// What a new user tripped over (issue 16): tables that line up with Hangul and word marks, hints that name
+// the flag the user typed, encode/decode that keep lines, shortest floats in --dump-config, defaults in
+// --list-keys. Each is checked through the code a user reaches (the binary where it is a command).
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "inspect/drift.h"
+#include "inspect/geometry.h"
+#include "test_util.h"
+#include "util/text.h"
+
+namespace lm::test {
+
+namespace {
+
+// Display columns of each line of `table` up to the first occurrence of `needle` in it.
+std::vector<size_t> columns_of(const std::string& table, const std::string& needle) {
+  std::vector<size_t> out;
+  for (const auto& line : util::split(table, '\n')) {
+    const auto at = line.find(needle);
+    if (at != std::string::npos) out.push_back(util::display_width(line.substr(0, at)));
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST(Usability, DisplayWidthCountsTerminalColumns) {
+  EXPECT_EQ(util::display_width("abc"), 3u);
+  EXPECT_EQ(util::display_width("\xE2\x96\x81the"), 4u) << "the word mark is one column";
+  EXPECT_EQ(util::display_width("먹었다"), 6u) << "Hangul syllables are wide";
+  EXPECT_EQ(util::display_width("\xE2\x96\x81밥을"), 5u);
+  EXPECT_EQ(util::display_width("e\xCC\x81"), 1u) << "a combining accent takes no column";
+  EXPECT_EQ(util::display_width("\xFF" "a"), 2u) << "a stray byte counts one";
+  EXPECT_EQ(util::pad("밥", 4), "밥  ");
+  EXPECT_EQ(util::pad("\xE2\x96\x81the", 6), "\xE2\x96\x81the  ");
+  EXPECT_EQ(util::pad("toolongpiece", 4), "toolongpiece") << "never cut";
+}
+
+TEST(Usability, NeighbourAndDriftTablesLineUpWithHangul) {
+  const std::vector<inspect::Neighbour> list = {{7, "\xE2\x96\x81밥을", 0.5}, {8, "\xE2\x96\x81the", 0.4}, {9, "먹었다", 0.3}};
+  const auto cols = columns_of(inspect::format_neighbours("t", list), "cos ");
+  ASSERT_EQ(cols.size(), 3u);
+  EXPECT_EQ(cols[0], cols[1]);
+  EXPECT_EQ(cols[1], cols[2]);
+
+  tokenizer::Tokenizer tok(english_tokenizer_path());
+  torch::manual_seed(2);
+  auto before = torch::randn({128, 8});
+  auto after = before.clone();
+  after[5] += 1.0;   // "▁" pieces and plain ones among the moved rows
+  after[100] += 2.0;
+  after[40] += 1.5;
+  const std::string table = inspect::format_drift(inspect::drift_report("tok_emb.weight", before, after, {}, tok, 3));
+  std::vector<size_t> id_cols;
+  for (const auto& line : util::split(table, '\n')) {
+    for (int id : {5, 40, 100}) {
+      const auto at = line.find(" " + std::to_string(id) + " ");
+      if (line.rfind("      ", 0) == 0 && at != std::string::npos && at > 8) id_cols.push_back(util::display_width(line.substr(0, at + 1 + std::to_string(id).size())));
+    }
+  }
+  ASSERT_EQ(id_cols.size(), 3u) << table;
+  EXPECT_EQ(id_cols[0], id_cols[1]) << table;
+  EXPECT_EQ(id_cols[1], id_cols[2]) << table;
+}
+
+TEST(Usability, TokenizerTrainHintNamesTheFlag) {
+  ScratchDir dir("hint");
+  auto r = run_lmtrain("tokenizer train --input " + data_file("tiny_en.txt").string() + " --model " +
+                       (dir / "t.model").string() + " --vocab-size 50000");
+  EXPECT_EQ(r.exit_code, 3) << r.output;
+  EXPECT_NE(r.output.find("lower --vocab-size"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("tokenizer.vocab_size"), std::string::npos) << "the user typed a flag, not a key: " << r.output;
+  EXPECT_FALSE(fs::exists(dir / "t.model"));
+}
+
+TEST(Usability, EncodeKeepsLinesAndDecodeShowsLineEnds) {
+  ScratchDir dir("codec");
+  const std::string model = english_tokenizer_path().string();
+  std::ofstream(dir / "in.txt") << "The river flows.\n\nBread rises.\n";
+  auto r = run_lmtrain("tokenizer encode --model " + model + " --file " + (dir / "in.txt").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto lines = util::split(r.output, '\n');
+  ASSERT_EQ(lines.size(), 3u) << "one line of ids per input line: " << r.output;
+  EXPECT_TRUE(lines[1].empty());
+  std::ofstream(dir / "ids.txt") << r.output;
+  r = run_command(std::string(LMTRAIN_BINARY) + " tokenizer decode --model " + model + " < " + (dir / "ids.txt").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output, "The river flows.\n\nBread rises.\n");
+  // </s> inside a line of ids is a line end, as `sample` shows it
+  tokenizer::Tokenizer tok(model);
+  r = run_lmtrain("tokenizer decode --model " + model + " --ids '" + lines[0] + " " + std::to_string(tok.eos_id()) + " " +
+                  lines[2] + "'");
+  EXPECT_EQ(r.output, "The river flows.\nBread rises.\n");
+  r = run_lmtrain("tokenizer decode --model " + model + " --ids '5,6,7'");
+  EXPECT_EQ(r.exit_code, 2) << "ids separated by commas are a usage error: " << r.output;
+  EXPECT_NE(r.output.find("separated by spaces, got '5,6,7'"), std::string::npos) << r.output;
+}
+
+TEST(Usability, DumpConfigPrintsShortestFloatsAndListKeysTheDefaults) {
+  auto r = run_lmtrain("train -c " + std::string(LMTRAIN_SOURCE_DIR) +
+                       "/configs/kjv-small.yaml --dump-config --set train.lr=0.003 --set train.min_lr=0.0003");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("lr: 0.003 "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("min_lr: 0.0003 "), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("0000000"), std::string::npos) << "no float noise: " << r.output;
+  r = run_lmtrain("train --list-keys");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("run.seed\t1337\t"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("train.optimizer\tadamw\t"), std::string::npos) << r.output;
+}
+
+}  // namespace lm::test
