@@ -7,6 +7,7 @@
 
 #include "inspect/drift.h"
 #include "inspect/geometry.h"
+#include "inspect/plot.h"
 #include "test_util.h"
 #include "util/text.h"
 
@@ -109,6 +110,19 @@ TEST(Usability, DumpConfigPrintsShortestFloatsAndListKeysTheDefaults) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("run.seed\t1337\t"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("train.optimizer\tadamw\t"), std::string::npos) << r.output;
+}
+
+TEST(Usability, PlotTitlesAsTypedOneXRangeAndOnlyTheSeriesThatExist) {
+  const std::string gp = inspect::plot_script("d", "o.png", "my_run", false, true, 12);
+  EXPECT_NE(gp.find("pngcairo noenhanced"), std::string::npos) << "an underscore is not a subscript: " << gp;
+  EXPECT_NE(gp.find("'my_run'"), std::string::npos) << gp;
+  EXPECT_EQ(gp.find("eval_batches"), std::string::npos) << "no periodic validation, no legend entry: " << gp;
+  EXPECT_NE(gp.find("whole val file"), std::string::npos) << gp;
+  const auto range = gp.find("set xrange [0:12]");
+  ASSERT_NE(range, std::string::npos) << gp;
+  EXPECT_LT(range, gp.find("\nplot ")) << "set before the first panel, so both share it";
+  EXPECT_EQ(gp.find("xrange", range + 10), std::string::npos) << "and nothing changes it for the second";
+  EXPECT_NE(inspect::plot_script("d", "o.png", "r", true, false, 5).find("eval_batches"), std::string::npos);
 }
 
 }  // namespace lm::test

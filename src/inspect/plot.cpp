@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -16,7 +17,7 @@ namespace fs = std::filesystem;
 namespace {
 
 // Quotes a path for a gnuplot string literal.
-std::string quoted(const fs::path& p) {
+std::string gp_quoted(const fs::path& p) {
   std::string out = "'";
   for (char c : p.string()) out += c == '\'' ? std::string("''") : std::string(1, c);
   return out + "'";
@@ -35,6 +36,24 @@ int run_gnuplot(const fs::path& script) {
 
 }  // namespace
 
+std::string plot_script(const fs::path& dir, const fs::path& png, const std::string& title, bool has_val, bool has_full,
+                        int64_t max_step) {
+  std::ostringstream gp;
+  // noenhanced: "eval_batches" and a run named my_run print as typed, not with subscripts
+  gp << "set terminal pngcairo noenhanced size 1000,700 font 'Sans,10'\n"
+     << "set output " << gp_quoted(png) << "\n"
+     << "set multiplot layout 2,1 title " << gp_quoted(title) << "\n"
+     << "set grid\nset xlabel 'step'\nset xrange [0:" << max_step << "]\n"  // both panels share the x axis
+     << "set ylabel 'loss (nats/token)'\nset key top right\n"
+     << "plot " << gp_quoted(dir / "train.dat") << " using 1:2 with lines lw 2 title 'train'";
+  if (has_val) gp << ", " << gp_quoted(dir / "val.dat") << " using 1:2 with linespoints pt 7 lw 2 title 'validation (eval_batches)'";
+  if (has_full) gp << ", " << gp_quoted(dir / "full.dat") << " using 1:2 with points pt 5 ps 1.5 title 'validation (whole val file)'";
+  gp << "\nset ylabel 'learning rate'\nset format y '%.1e'\n"
+     << "plot " << gp_quoted(dir / "train.dat") << " using 1:3 with lines lw 2 lc rgb '#808080' title 'lr'\n"
+     << "unset multiplot\n";
+  return gp.str();
+}
+
 fs::path plot_run(const fs::path& run_dir, fs::path png) {
   const fs::path metrics = run_dir / "metrics.jsonl";
   if (!fs::is_regular_file(metrics)) {
@@ -43,16 +62,19 @@ fs::path plot_run(const fs::path& run_dir, fs::path png) {
   if (png.empty()) png = run_dir / "loss.png";
   std::ostringstream train, val, full;
   size_t n_train = 0, n_val = 0, n_full = 0;
+  int64_t max_step = 1;
   std::ifstream in(metrics);
   std::string line;
   while (std::getline(in, line)) {
     try {
       auto j = nlohmann::json::parse(line);
       if (j.at("kind") == "train") {
+        max_step = std::max(max_step, j.at("step").get<int64_t>());
         train << j.at("step").get<int64_t>() << " " << j.at("loss").get<double>() << " " << j.at("lr").get<double>() << "\n";
         ++n_train;
       } else if (j.at("kind") == "val") {
         const bool whole = j.value("full", false);
+        max_step = std::max(max_step, j.at("step").get<int64_t>());
         (whole ? full : val) << j.at("step").get<int64_t>() << " " << j.at("loss").get<double>() << "\n";
         ++(whole ? n_full : n_val);
       }
@@ -71,20 +93,12 @@ fs::path plot_run(const fs::path& run_dir, fs::path png) {
     }
   } cleanup{tmp};
   util::write_file_synced(tmp / "train.dat", train.str());
-  util::write_file_synced(tmp / "val.dat", n_val ? val.str() : std::string("0 NaN\n"));
-  util::write_file_synced(tmp / "full.dat", n_full ? full.str() : std::string("0 NaN\n"));
+  util::write_file_synced(tmp / "val.dat", val.str());
+  util::write_file_synced(tmp / "full.dat", full.str());
   const fs::path out_tmp = tmp / "out.png";
+  const std::string title = (run_dir.filename().empty() ? run_dir.parent_path() : run_dir).filename().string();
   std::ostringstream gp;
-  gp << "set terminal pngcairo size 1000,700 font 'Sans,10'\n"
-     << "set output " << quoted(out_tmp) << "\n"
-     << "set multiplot layout 2,1 title " << quoted(run_dir.filename().empty() ? run_dir : run_dir.filename()) << "\n"
-     << "set grid\nset xlabel 'step'\nset ylabel 'loss (nats/token)'\nset key top right\n"
-     << "plot " << quoted(tmp / "train.dat") << " using 1:2 with lines lw 2 title 'train', "
-     << quoted(tmp / "val.dat") << " using 1:2 with linespoints pt 7 lw 2 title 'validation (eval_batches)', "
-     << quoted(tmp / "full.dat") << " using 1:2 with points pt 5 ps 1.5 title 'validation (whole val file)'\n"
-     << "set ylabel 'learning rate'\nset format y '%.1e'\n"
-     << "plot " << quoted(tmp / "train.dat") << " using 1:3 with lines lw 2 lc rgb '#808080' title 'lr'\n"
-     << "unset multiplot\n";
+  gp << plot_script(tmp, out_tmp, title, n_val > 0, n_full > 0, max_step);
   util::write_file_synced(tmp / "plot.gp", gp.str());
   const int rc = run_gnuplot(tmp / "plot.gp");
   if (rc != 0 || !fs::is_regular_file(out_tmp)) {
