@@ -9,6 +9,7 @@
 #include "inspect/geometry.h"
 #include "inspect/plot.h"
 #include "test_util.h"
+#include "util/hash.h"
 #include "util/text.h"
 
 namespace lm::test {
@@ -123,6 +124,33 @@ TEST(Usability, PlotTitlesAsTypedOneXRangeAndOnlyTheSeriesThatExist) {
   EXPECT_LT(range, gp.find("\nplot ")) << "set before the first panel, so both share it";
   EXPECT_EQ(gp.find("xrange", range + 10), std::string::npos) << "and nothing changes it for the second";
   EXPECT_NE(inspect::plot_script("d", "o.png", "r", true, false, 5).find("eval_batches"), std::string::npos);
+}
+
+TEST(Usability, ResumingAFinishedRunSaysNothingToDoAndWritesNothing) {
+  ScratchDir dir("finished");
+  RunSpec spec;
+  spec.train = "batch_size: 4, max_steps: 4, warmup_steps: 1, eval_every: 2, eval_batches: 1";
+  spec.extra = "checkpoint: {every: 2}\n";
+  const fs::path cfg = write_run_config(dir, spec);
+  ASSERT_EQ(run_lmtrain("train -c " + cfg.string()).exit_code, 0);
+  auto listing = [&] {
+    std::string out;
+    for (auto& e : fs::recursive_directory_iterator(dir / "run")) {
+      // .lock holds the pid of the last process that took the run's lock: any command that locks writes it
+      if (e.is_regular_file() && e.path().filename() != ".lock") out += e.path().string() + " " + util::sha256_file(e.path()) + "\n";
+    }
+    return out;
+  };
+  const std::string before = listing(), metrics = slurp(dir / "run" / "metrics.jsonl");
+  for (const std::string more : {"", " --set train.max_steps=3"}) {
+    auto r = run_lmtrain("train -c " + cfg.string() + " --resume auto" + more);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("nothing to do: "), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("is at step 4"), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("final validation"), std::string::npos) << "no second final validation: " << r.output;
+    EXPECT_EQ(slurp(dir / "run" / "metrics.jsonl"), metrics);
+    EXPECT_EQ(listing(), before) << "no file added, removed or rewritten";
+  }
 }
 
 }  // namespace lm::test

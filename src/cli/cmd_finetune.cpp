@@ -139,6 +139,7 @@ void add_finetune_commands(CLI::App& app, const util::Faults& faults) {
     if (o->nproc > 1) return launch_local_ranks(o->nproc, cfg);
     RunProcess process(cfg);
     train::TrainJob job = make_train_job(cfg, yaml, o->overwrite, o->resume, process.group());
+    if (already_finished(job, process.is_root())) return process.finish();
     job.init_from = from;
     job.faults = faults;
     job.freeze = train::freeze_prefixes(cfg.finetune);

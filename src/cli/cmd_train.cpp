@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "cli/jobs.h"
 #include "config/config.h"
+#include "checkpoint/checkpoint.h"
 #include "dist/group.h"
 #include "train/resume.h"
 #include "train/trainer.h"
@@ -53,6 +54,19 @@ train::TrainJob make_train_job(const config::RunConfig& cfg, const std::string& 
   return job;
 }
 
+bool already_finished(const train::TrainJob& job, bool root) {
+  if (job.resume_from.empty()) return false;
+  const auto state = checkpoint::read_trainer_state(job.resume_from);
+  if (state.step < job.train.max_steps && !state.early_stopped) return false;
+  if (root) {
+    std::cout << "nothing to do: " << job.resume_from.string() << " is at step " << state.step
+              << (state.early_stopped ? " and stopped early (train.early_stopping_patience)"
+                                      : " and train.max_steps is " + std::to_string(job.train.max_steps))
+              << "; nothing was written. Hint: raise train.max_steps (--set train.max_steps=N) to train further.\n";
+  }
+  return true;
+}
+
 void add_train_commands(CLI::App& app, const util::Faults& faults) {
   struct Opts {
     std::string config;
@@ -88,6 +102,7 @@ void add_train_commands(CLI::App& app, const util::Faults& faults) {
     if (o->nproc > 1) return launch_local_ranks(o->nproc, cfg);
     RunProcess process(cfg);
     train::TrainJob job = make_train_job(cfg, yaml, o->overwrite, o->resume, process.group());
+    if (already_finished(job, process.is_root())) return process.finish();
     job.faults = faults;
     spdlog::info("run dir {}, config {}", cfg.run.dir, o->config.empty() ? "(defaults)" : o->config);
     auto result = train::run_training(job);
