@@ -41,8 +41,9 @@ void edit_manifest(const fs::path& ck, const std::string& from, const std::strin
 }
 
 // A run copy whose `latest` is changed by `edit`, read by `sample --checkpoint RUN`.
-Case latest_case(std::string name, std::string input, const char* pattern, std::function<void(const fs::path&)> edit) {
-  Case c{name, input, pattern, 4, "every checkpoint of the run still verifies", nullptr, nullptr};
+Case latest_case(std::string name, std::string input, const char* pattern, std::function<void(const fs::path&)> edit,
+                int code = 4) {
+  Case c{name, input, pattern, code, "every checkpoint of the run still verifies", nullptr, nullptr};
   c.act = [edit](Ctx& ctx) {
     const fs::path run = ctx.copy_run();
     edit(run);
@@ -50,7 +51,7 @@ Case latest_case(std::string name, std::string input, const char* pattern, std::
   };
   c.check = [](Ctx& ctx, const RunResult&) {
     for (const auto& ck : {"step_00000002", "step_00000004"}) {
-      if (fs::exists(ctx / "run" / ck)) EXPECT_EQ(ctx.lm("ckpt verify " + (ctx / "run" / ck).string()).exit_code, 0);
+      if (fs::exists(ctx / "run" / ck / "manifest.json")) EXPECT_EQ(ctx.lm("ckpt verify " + (ctx / "run" / ck).string()).exit_code, 0);
     }
   };
   return c;
@@ -135,8 +136,16 @@ std::vector<Case> checkpoint_cases() {
   out.push_back(arch);
   out.push_back(latest_case("latest_missing", "run directory without `latest`", expect::kLatestMissing,
                             [](const fs::path& run) { fs::remove(run / "latest"); }));
-  out.push_back(latest_case("latest_deleted_target", "`latest` naming a deleted checkpoint", expect::kLatestDeleted,
-                            [](const fs::path& run) { fs::remove_all(run / "step_00000004"); }));
+  out.push_back(latest_case("latest_deleted_target", "`latest` naming a deleted checkpoint (reads the newest left)",
+                            expect::kLatestDeleted, [](const fs::path& run) { fs::remove_all(run / "step_00000004"); }, 0));
+  out.push_back(latest_case("latest_target_without_manifest", "`latest` naming a checkpoint whose manifest.json is gone",
+                            expect::kLatestNoManifest, [](const fs::path& run) { fs::remove(run / "step_00000004" / "manifest.json"); },
+                            0));
+  out.push_back(latest_case("latest_nothing_left", "`latest` naming a deleted checkpoint, and no other checkpoint",
+                            expect::kLatestNothingLeft, [](const fs::path& run) {
+                              fs::remove_all(run / "step_00000004");
+                              fs::remove_all(run / "step_00000002");
+                            }));
   out.push_back(latest_case("latest_outside_run", "`latest` naming ../elsewhere", expect::kLatestOutside,
                             [](const fs::path& run) { std::ofstream(run / "latest", std::ios::trunc) << "../elsewhere\n"; }));
   Case fallback{"resume_auto_newest_corrupt", "`--resume auto` when the newest checkpoint has a flipped bit",

@@ -20,9 +20,9 @@ bool verifies(const Ctx& ctx, const fs::path& ck) { return ctx.lm("ckpt verify "
 
 // SIGKILL at `phase` of the final save (step 4), then `--resume auto`: it must finish with the weights of
 // an uninterrupted run.
-Case kill_case(const std::string& phase, const std::string& when) {
+Case kill_case(const std::string& phase, const std::string& when, const char* pattern = expect::kResumedAfterKill) {
   Case c{"kill_during_save_" + phase, "SIGKILL during the step-4 save, " + when + "; then `--resume auto`",
-         expect::kResumedAfterKill, 0,
+         pattern, 0,
          "the resumed run ends with the same model.safetensors SHA-256 as an uninterrupted run; no *.tmp-* is left",
          nullptr, nullptr};
   c.act = [phase](Ctx& ctx) {
@@ -96,7 +96,7 @@ std::vector<Case> process_cases() {
   out.push_back(kill_case("file", "after its first file"));
   out.push_back(kill_case("manifest", "after its manifest, before the rename"));
   out.push_back(kill_case("renamed", "after the rename, before `latest` moves"));
-  out.push_back(kill_case("latest", "after `latest` moved"));
+  out.push_back(kill_case("latest", "after `latest` moved (the run was complete: nothing to do)", expect::kNothingToDo));
   Case two{"two_trainers_one_run_dir", "a second `train` on a run.dir another trainer is using", expect::kRunLocked, 2,
            "the first trainer is undisturbed: stopped by SIGTERM it saves a checkpoint that verifies", nullptr, nullptr};
   two.act = [](Ctx& ctx) {

@@ -1,5 +1,7 @@
 #include "checkpoint/checkpoint.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <cmath>
 #include <chrono>
@@ -218,9 +220,18 @@ fs::path resolve_checkpoint(const fs::path& path) {
       throw CheckpointError("[checkpoint] " + (path / "latest").string() + " names '" + name +
                             "': expected the name of a checkpoint inside the run directory");
     }
-    if (!fs::is_directory(path / name)) {
-      throw CheckpointError("[checkpoint] " + (path / "latest").string() + " names '" + name +
-                            "', which does not exist: expected a checkpoint directory" + newest_hint(path));
+    if (!fs::is_regular_file(path / name / "manifest.json")) {
+      // a stale pointer (the checkpoint was deleted, or never finished): readers take the newest valid
+      // checkpoint, as `--resume auto` does, and say which pointer was stale
+      const std::string why = fs::is_directory(path / name) ? "which has no manifest.json" : "which does not exist";
+      const auto all = list_checkpoints(path);
+      if (all.empty()) {
+        throw CheckpointError("[checkpoint] " + (path / "latest").string() + " names '" + name + "', " + why +
+                              ": expected a checkpoint directory, and " + path.string() + " holds no other checkpoint");
+      }
+      spdlog::warn("[checkpoint] {} names '{}', {}: using {}, the newest checkpoint there", (path / "latest").string(), name,
+                   why, all.back().string());
+      return all.back();
     }
     return path / name;
   }

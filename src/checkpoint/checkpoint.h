@@ -82,7 +82,9 @@ fs::path save_checkpoint(const fs::path& run_dir, const std::string& name, const
 void verify_checkpoint(const fs::path& dir);
 
 /// A checkpoint path from a user argument: a checkpoint directory itself, or a run directory whose
-/// `latest` names one. Throws CheckpointError.
+/// `latest` names one. A stale `latest` (naming a missing directory or one without manifest.json) gives the
+/// newest checkpoint of the run with a warning naming the pointer. Throws CheckpointError (no checkpoint;
+/// a stale `latest` and no other checkpoint; a `latest` naming something outside the run).
 fs::path resolve_checkpoint(const fs::path& path);
 
 /// A verified checkpoint with its model rebuilt from arch.json and weights checked name by name.

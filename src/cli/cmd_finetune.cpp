@@ -139,7 +139,10 @@ void add_finetune_commands(CLI::App& app, const util::Faults& faults) {
     if (o->nproc > 1) return launch_local_ranks(o->nproc, cfg);
     RunProcess process(cfg);
     train::TrainJob job = make_train_job(cfg, yaml, o->overwrite, o->resume, process.group());
-    if (already_finished(job, process.is_root())) return process.finish();
+    // a fine-tune is finished once its reports are written too (they follow the final save)
+    if (fs::is_regular_file(fs::path(cfg.run.dir) / "forgetting.json") && already_finished(job, process.is_root())) {
+      return process.finish();
+    }
     job.init_from = from;
     job.faults = faults;
     job.freeze = train::freeze_prefixes(cfg.finetune);

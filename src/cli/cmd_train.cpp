@@ -2,7 +2,9 @@
 #include <spdlog/spdlog.h>
 
 #include <cmath>
+#include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "cli/jobs.h"
@@ -54,15 +56,36 @@ train::TrainJob make_train_job(const config::RunConfig& cfg, const std::string& 
   return job;
 }
 
+namespace {
+
+// Whether metrics.jsonl records the whole-file validation that ends a run at `step`.
+bool final_validation_recorded(const fs::path& run_dir, int64_t step) {
+  std::ifstream in(run_dir / "metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    try {
+      const auto j = nlohmann::json::parse(line);
+      if (j.value("kind", "") == "val" && j.value("full", false) && j.value("step", int64_t{-1}) == step) return true;
+    } catch (const nlohmann::json::exception&) {
+      // a torn line: not the record looked for
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
 bool already_finished(const train::TrainJob& job, bool root) {
   if (job.resume_from.empty()) return false;
   const auto state = checkpoint::read_trainer_state(job.resume_from);
   if (state.step < job.train.max_steps && !state.early_stopped) return false;
+  // a run stopped during its final validation saved the step without it: resuming runs it
+  if (!final_validation_recorded(job.run_dir, state.step)) return false;
   if (root) {
     std::cout << "nothing to do: " << job.resume_from.string() << " is at step " << state.step
               << (state.early_stopped ? " and stopped early (train.early_stopping_patience)"
                                       : " and train.max_steps is " + std::to_string(job.train.max_steps))
-              << "; nothing was written. Hint: raise train.max_steps (--set train.max_steps=N) to train further.\n";
+              << ", and its final validation is recorded; no checkpoint, config or metrics were written. Hint: raise "
+                 "train.max_steps (--set train.max_steps=N) to train further.\n";
   }
   return true;
 }

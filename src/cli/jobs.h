@@ -23,7 +23,8 @@ train::TrainJob make_train_job(const config::RunConfig& cfg, const std::string& 
                                const std::string& resume, dist::Group* group);
 
 /// True, after saying "nothing to do" (rank 0), when the job resumes a checkpoint that already reached
-/// train.max_steps or stopped early: the run directory is left exactly as it is (cmd_train.cpp).
+/// train.max_steps (or stopped early) and metrics.jsonl records its final validation: no checkpoint, config
+/// or metrics are written (choosing the checkpoint may have repaired a stale `latest`). cmd_train.cpp.
 bool already_finished(const train::TrainJob& job, bool root);
 
 /// Records argv, so `--nproc` can start the same command as its ranks (app.cpp calls it first).
