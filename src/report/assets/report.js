@@ -222,8 +222,9 @@
     sec.append(h('p', { cls: 'note', text: `V ${A.vocab_size}, C ${A.d_model}, L ${A.n_layers}, H ${A.n_heads}, T ${A.max_seq_len}, ` +
       `${A.positions} positions, ${A.tie_embeddings ? 'tied' : 'untied'} head. The token table holds ` +
       `${(100 * P.embedding_share).toFixed(1)}% of the ${fmt(P.total)} parameters.` }));
-    sec.append(table(['module', 'shapes', '#parameters'], P.lines.map((l) => [l.name, l.shapes, l.count]).concat([['total', '', P.total]]), { id: 'params-table' }));
     sec.append(h('pre', { text: P.arithmetic }));
+    sec.append(h('details', null, h('summary', { text: `Parameters by module (${P.lines.length} lines)` }),
+      table(['module', 'shapes', '#parameters'], P.lines.map((l) => [l.name, l.shapes, l.count]).concat([['total', '', P.total]]), { id: 'params-table' })));
     sec.append(h('h3', { text: 'Data' }));
     sec.append(table(['split', 'text file', '#bytes', '#tokens'], [['train', d.train.path, d.train.bytes, d.train_tokens],
       ['validation', d.val.path, d.val.bytes, d.val_tokens]], { id: 'data-table' }));
