@@ -2,9 +2,10 @@
 # Fetches a corpus from Debian packages into data/NAME/{train,val}.txt (git-ignored).
 #   kjv         King James Bible (package bible-kjv): one verse per line, references stripped;
 #               val = the last ~10% of verses (a contiguous tail), train = the rest.
-#   debian-faq  The Debian FAQ in English (package debian-faq), one paragraph per line;
-#               val = the last ~10% of paragraphs.
-#   debian-faq-ko  The Debian FAQ in Korean (package debian-faq-ko), the same way.
+#   debian-faq  The Debian FAQ in English (package debian-faq), one paragraph per line (wrapped lines
+#               joined, non-breaking spaces made plain: scripts/join_wrapped.py); val = the last ~10%.
+#   debian-faq-ko  The Debian FAQ in Korean (package debian-faq-ko), the same way; a wrap inside a Hangul
+#               word joins without a space.
 # Usage: scripts/get_corpus.sh kjv|debian-faq|debian-faq-ko
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,9 +42,9 @@ case "$name" in
       txt=/usr/share/doc/debian/FAQ/debian-faq.en.txt.gz
       [ -f "$txt" ] || txt=/usr/share/doc/debian/FAQ/debian-faq.txt.gz
     fi
-    # Paragraph mode: rejoin the wrapped lines of each paragraph into one line.
-    zcat "$txt" | awk 'BEGIN { RS = ""; ORS = "\n" } { gsub(/[ \t]*\n[ \t]*/, " "); gsub(/[ \t]+/, " "); sub(/^[ \t]+/, ""); print }' \
-      | grep -v '^[[:space:]]*$' > "$out/all.txt"
+    # One paragraph per line: wrapped lines rejoined the way the language needs (Hangul wrapped inside a
+    # word joins without a space), non-breaking spaces made plain (scripts/join_wrapped.py).
+    zcat "$txt" | python3 scripts/join_wrapped.py --stats > "$out/all.txt"
     split "$out/all.txt" "$out"
     ;;
   *)

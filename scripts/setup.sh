@@ -15,6 +15,7 @@ PACKAGES=(
   libgtest-dev libgloo-dev
   python3 python3-torch python3-numpy
   gnuplot-nox
+  debian-faq debian-faq-ko  # the FAQ corpora (scripts/get_corpus.sh); tests/corpus_join_test.py reads them
   chromium  # headless, for the report's browser test (tests/report_browser_test.py); lmtrain never needs it
 )
 
