@@ -140,6 +140,25 @@ TEST(Usability, AStaleLatestIsNamedAndTheNewestCheckpointRead) {
   }
 }
 
+TEST(Usability, AMissingCorpusIsNamedWithItsResolvedPathAndNothingIsCreated) {
+  ScratchDir dir("paths");
+  // relative data paths, run from another working directory than the one they were written for
+  std::ofstream(dir / "c.yaml") << "run: {dir: runs/x, threads: 1, blas_threads: 1}\n"
+                                << "data: {train: data/missing.txt, val: data/missing_val.txt}\n"
+                                << "tokenizer: {vocab_size: 96}\n"
+                                << "model: {d_model: 32, n_layers: 2, n_heads: 2, max_seq_len: 16}\n"
+                                << "train: {batch_size: 4, max_steps: 2, warmup_steps: 1}\n";
+  for (const std::string extra : {"", " --dry-run"}) {
+    auto r = run_command("cd " + dir.path().string() + " && " + LMTRAIN_BINARY + " train -c c.yaml" + extra);
+    EXPECT_EQ(r.exit_code, 3) << extra << r.output;
+    EXPECT_NE(r.output.find("training corpus 'data/missing.txt' (resolved against the working directory: " +
+                            (dir / "data" / "missing.txt").string() + ") is missing"),
+              std::string::npos)
+        << extra << r.output;
+    EXPECT_FALSE(fs::exists(dir / "runs")) << "a failed start creates no run directory" << extra;
+  }
+}
+
 TEST(Usability, ResumingAFinishedRunSaysNothingToDoAndWritesNothing) {
   ScratchDir dir("finished");
   RunSpec spec;

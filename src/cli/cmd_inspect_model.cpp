@@ -12,6 +12,7 @@
 #include "inspect/probs.h"
 #include "model/gpt.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/corpus_text.h"
 #include "util/errors.h"
 #include "util/hash.h"
 #include "util/text.h"
@@ -111,6 +112,9 @@ void add_model_reading_commands(CLI::App& inspect) {
 }
 
 void run_dry_run(const config::RunConfig& cfg) {
+  // the files a real run reads, checked the same way (a dry run that passes means the paths are right)
+  tokenizer::check_corpus_file(cfg.data.train, "training corpus");
+  tokenizer::check_corpus_file(cfg.data.val, "validation text");
   model::GptConfig arch = cfg.model;
   const fs::path run(cfg.run.dir);
   arch.vocab_size = cfg.tokenizer.vocab_size;

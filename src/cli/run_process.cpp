@@ -7,6 +7,7 @@
 #include "cli/jobs.h"
 #include "dist/group.h"
 #include "dist/local_launch.h"
+#include "tokenizer/corpus_text.h"
 #include "util/errors.h"
 #include "util/logging.h"
 #include "util/threads.h"
@@ -21,6 +22,9 @@ std::vector<std::string> g_command_line;
 void set_command_line(int argc, char** argv) { g_command_line.assign(argv, argv + argc); }
 
 RunProcess::RunProcess(const config::RunConfig& cfg) {
+  // The texts first: a missing corpus is reported before the run directory is created or locked.
+  tokenizer::check_corpus_file(cfg.data.train, "training corpus");
+  tokenizer::check_corpus_file(cfg.data.val, "validation text");
   if (auto env = dist::launch_env_from_process(); env && env->world_size > 1) {
     util::set_log_rank(env->rank);
     group_ = std::make_unique<dist::Group>(*env, cfg.dist);

@@ -56,7 +56,11 @@ bool cut_off(std::string_view s, size_t i) {
 }  // namespace
 
 void check_corpus_file(const fs::path& path, std::string_view role) {
-  const std::string head = "[corpus] " + std::string(role) + " '" + path.string() + "'";
+  std::error_code ec;
+  const fs::path resolved = path.is_relative() ? fs::absolute(path, ec).lexically_normal() : path;
+  // a relative path says where it was looked for: config paths are relative to the working directory
+  const std::string head = "[corpus] " + std::string(role) + " '" + path.string() + "'" +
+                           (path.is_relative() && !ec ? " (resolved against the working directory: " + resolved.string() + ")" : "");
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {
     throw DataError(head + " is missing: expected a text file (" + std::strerror(errno) + ")." + kHint);
