@@ -272,7 +272,8 @@
     const M = D.map, n = M.ids.length, counted = n > 0 && M.count[0] !== null;
     const sec = section('map', 'Embedding map', `The ${fmt(n)} ${counted ? 'most frequent pieces' : 'first pieces'} of ${M.tensor}, ` +
       `projected by ${M.method} onto the table's two main axes (${(100 * M.explained[0]).toFixed(1)}% and ` +
-      `${(100 * M.explained[1]).toFixed(1)}% of the variance of these rows). Colour: log frequency (${M.counts_source}). ` +
+      `${(100 * M.explained[1]).toFixed(1)}% of the variance of these rows). ` +
+      (counted ? `Colour: log frequency in ${M.counts_source}. ` : `One colour: ${M.counts_source}. `) +
       'Hover a point for its piece; click it (or search) for its nearest neighbours by cosine over the whole table.');
     const search = h('input', { type: 'search', id: 'map-search', placeholder: 'find a piece, e.g. God' });
     const status = h('span', { cls: 'note', id: 'map-status' });
