@@ -51,7 +51,9 @@ Case latest_case(std::string name, std::string input, const char* pattern, std::
   };
   c.check = [](Ctx& ctx, const RunResult&) {
     for (const auto& ck : {"step_00000002", "step_00000004"}) {
-      if (fs::exists(ctx / "run" / ck / "manifest.json")) EXPECT_EQ(ctx.lm("ckpt verify " + (ctx / "run" / ck).string()).exit_code, 0);
+      if (fs::exists(ctx / "run" / ck / "manifest.json")) {
+        EXPECT_EQ(ctx.lm("ckpt verify " + (ctx / "run" / ck).string()).exit_code, 0);
+      }
     }
   };
   return c;
