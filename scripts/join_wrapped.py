@@ -82,9 +82,16 @@ class Evidence:
         return right * left > 1.0
 
 
-def glue(left, right, evidence):
-    """Whether the wrap between the line ending `left` and the line starting `right` was inside a word."""
+URL_OPEN = re.compile(r"\w+://\S*$")
+
+
+def glue(left, right, evidence, anywhere=False):
+    """Whether the wrap between the line ending `left` and the line starting `right` was inside a word.
+    `anywhere`: the text's formatter broke lines at any character (the Korean FAQ's did), so a URL cut in
+    two, or a line starting with closing punctuation, continues the line before it."""
     last, first = left.split(" ")[-1], right.split(" ")[0]
+    if anywhere and ((URL_OPEN.search(last) and not last.endswith(")")) or first[0] in "/:,.;?!)"):
+        return True
     if not (is_hangul(last[-1]) and is_hangul(first[0])):
         # Latin, digits or punctuation on a side: a space, as the English text needs; Korean particles after
         # a Latin word ("GNU/Linux에서") are glued when the fragment is one
@@ -95,11 +102,12 @@ def glue(left, right, evidence):
 def join(text, stats=None):
     paras = list(paragraphs(text))
     evidence = Evidence(paras)
+    anywhere = any(is_hangul(ch) for ch in text)  # Korean text: wrapped at any character
     out = []
     for para in paras:
         joined = para[0]
         for line in para[1:]:
-            inside = glue(joined, line, evidence)
+            inside = glue(joined, line, evidence, anywhere)
             if stats is not None:
                 stats["wraps"] += 1
                 stats["joined without a space" if inside else "joined with a space"] += 1

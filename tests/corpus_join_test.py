@@ -62,6 +62,9 @@ def main():
     for whole, split in [("무엇인가요?", "무엇인가 요?"), ("배포하면", "배 포하면"), ("번역본에", "번역 본에"),
                          ("어떻게", "어떻 게"), ("버그", "버 그")]:
         check(whole in new["ko"] and split not in new["ko"] and split in old_spaced, "%s whole again (was '%s')" % (whole, split))
+    urls_split = len(re.findall(r"https?:// ", new["ko"]))
+    check(urls_split == 0, "no URL split at a wrap in the Korean text (%d; the plain join: %d)" %
+          (urls_split, len(re.findall(r"https?:// ", old_spaced))))
     for kept in ["조건에 따라", "아니라 자유를", "예를 들어"]:
         check(kept in new["ko"], "a boundary at a wrap keeps its space: '%s'" % kept)
     norm = lambda t: re.sub(r"\s+", " ", t.replace("\u00a0", " ")).split()

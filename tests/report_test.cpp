@@ -155,6 +155,14 @@ TEST(Report, OnePageFromARealRunThatNothingCanBreakOrClobber) {
   EXPECT_EQ(data["positions"]["cos"].size(), 16u) << "T = 16 positions";
   EXPECT_TRUE(data["drift"].is_null()) << "not a fine-tune, no --compare";
 
+  // a checkpoint named with a trailing slash (tab completion) is still read as part of its run
+  fs::remove(dir / "run" / "report.html");
+  r = run_lmtrain("report " + (dir / "run" / "step_00000006").string() + "/ --points 20 --neighbours 2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(fs::is_regular_file(dir / "run" / "report.html")) << r.output;
+  EXPECT_FALSE(fs::exists(dir / "run" / "step_00000006" / ".report.html")) << "never inside the checkpoint";
+  EXPECT_TRUE(page_data(slurp(dir / "run" / "report.html"))["curves"]["found"].get<bool>()) << "the run's metrics";
+
   // refusals: exit code, one clear line, nothing written or lost
   const fs::path keep = dir / "keep.txt";
   std::ofstream(keep) << "a good file";

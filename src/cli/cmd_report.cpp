@@ -1,4 +1,5 @@
 // `lmtrain report RUN_OR_CHECKPOINT`: one self-contained HTML page about a run (report/report.h).
+#include <cctype>
 #include <iostream>
 
 #include "cli/commands.h"
@@ -7,6 +8,26 @@
 
 namespace lm::cli {
 namespace fs = std::filesystem;
+
+namespace {
+
+// A file:// address a browser opens as is: every byte outside [A-Za-z0-9/._~-] percent-encoded.
+std::string file_url(const fs::path& p) {
+  static const char* hex = "0123456789ABCDEF";
+  std::string out = "file://";
+  for (unsigned char c : fs::absolute(p).lexically_normal().string()) {
+    if (std::isalnum(c) || c == '/' || c == '.' || c == '_' || c == '~' || c == '-') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    }
+  }
+  return out;
+}
+
+}  // namespace
 
 void add_report_commands(CLI::App& app) {
   auto o = std::make_shared<report::ReportOptions>();
@@ -30,7 +51,7 @@ void add_report_commands(CLI::App& app) {
     const auto r = report::write_report(*o);
     if (!r.drift_from.empty()) std::cout << "drift measured from " << r.drift_from << "\n";
     std::cout << "wrote " << r.path.string() << " (" << util::mib(static_cast<double>(r.bytes))
-              << "); open it in a browser: file://" << fs::absolute(r.path).lexically_normal().string() << "\n";
+              << "); open it in a browser: " << file_url(r.path) << "\n";
   });
 }
 

@@ -76,7 +76,7 @@ std::optional<checkpoint::LoadedCheckpoint> drift_base(const Sources& s, const f
     if (!s.cfg || s.cfg->finetune.from.empty()) return std::nullopt;
     from = s.cfg->finetune.from;
     try {
-      checkpoint::resolve_checkpoint(from);
+      checkpoint::verify_checkpoint(checkpoint::resolve_checkpoint(from));
     } catch (const CheckpointError& e) {
       note = "this fine-tune started from '" + from.string() + "', which is not a checkpoint here (" + e.what() +
              "); give --compare to measure drift";
@@ -94,7 +94,25 @@ std::optional<checkpoint::LoadedCheckpoint> drift_base(const Sources& s, const f
 
 }  // namespace
 
-ReportResult write_report(const ReportOptions& o) {
+namespace {
+
+// "runs/x/step_1/" and "." name the same directory as "runs/x/step_1" and the working directory: without
+// the trailing separator and the dots, parent_path() is the run, and a default output never lands inside.
+fs::path tidy(const fs::path& p) {
+  if (p.empty()) return p;
+  fs::path t = p.lexically_normal();
+  if (t.filename().empty() && t.has_parent_path()) t = t.parent_path();
+  if (t == "." || t.filename() == "..") t = fs::absolute(t).lexically_normal();
+  if (t.filename().empty() && t.has_parent_path()) t = t.parent_path();
+  return t;
+}
+
+}  // namespace
+
+ReportResult write_report(const ReportOptions& options) {
+  ReportOptions o = options;
+  o.target = tidy(o.target);
+  o.compare = tidy(o.compare);
   if (o.points < 2 || o.neighbours < 1 || o.top_k < 1) {
     throw ConfigError("[report] expected --points >= 2, --neighbours >= 1 and --top-k >= 1");
   }

@@ -48,7 +48,8 @@
   const signed = (x) => (isNum(x) && x > 0 ? '+' : '') + fmt(x);
   const piece = (id) => (D.pieces[id] === undefined ? '#' + id : D.pieces[id]);
   function duration(t) {
-    const hh = Math.floor(t / 3600), mm = Math.floor((t % 3600) / 60), ss = Math.round(t % 60);
+    t = Math.round(t);
+    const hh = Math.floor(t / 3600), mm = Math.floor((t % 3600) / 60), ss = t % 60;
     return (hh ? hh + ' h ' : '') + (hh || mm ? mm + ' min ' : '') + ss + ' s';
   }
   function showTip(ev, text) {
@@ -263,7 +264,7 @@
   function colourBar(lmax) {
     const W = 380, svg = s('svg', { width: W, height: 34, 'aria-label': 'colour scale' });
     for (let i = 0; i < 40; i++) s('rect', { x: 10 + i * 9, y: 4, width: 9.5, height: 10, fill: ramp(i / 39) }, svg);
-    s('text', { x: 10, y: 28, text: '1 occurrence', 'font-size': 11, fill: '#5b6474' }, svg);
+    s('text', { x: 10, y: 28, text: '0 occurrences', 'font-size': 11, fill: '#5b6474' }, svg);
     s('text', { x: 370, y: 28, 'text-anchor': 'end', text: fmt(Math.round(Math.pow(10, lmax) - 1)) + ' (log scale)', 'font-size': 11, fill: '#5b6474' }, svg);
     return svg;
   }
@@ -323,7 +324,7 @@
   function positions() {
     const P = D.positions, n = P.positions.length, step = n > 1 ? P.positions[1] - P.positions[0] : 1;
     const sec = section('positions', 'Positions', `${P.kind} positions. Left: cosine similarity between the position vectors` +
-      (step > 1 ? ` (every ${step}th position)` : '') + '; sinusoidal ones give smooth bands along the diagonal, learned ones ' +
+      (step > 1 ? ` (positions 0, ${step}, ${2 * step}, \u2026)` : '') + '; sinusoidal ones give smooth bands along the diagonal, learned ones ' +
       'whatever training made of them. Right: vector norms of the token rows on the map and of the position rows.');
     const canvas = h('canvas', { width: n, height: n, id: 'pos-heatmap' });
     canvas.style.cssText = 'width:360px;height:360px;image-rendering:pixelated;border:1px solid #d9dee7';
@@ -350,7 +351,7 @@
     const W = 720, H = 320, m = { l: 58, r: 14, t: 26, b: 34 }, counted = R.counts.length > 0;
     const xs = R.l2.map((_, i) => (counted ? Math.log10(1 + R.counts[i]) : i));
     const svg = s('svg', { cls: 'chart', id: 'drift-svg', width: W, height: H, viewBox: `0 0 ${W} ${H}` });
-    s('text', { x: m.l, y: 16, cls: 'title', text: 'L2 drift of each row vs ' + (counted ? 'log10(1 + count in the fine-tune data)' : 'id') }, svg);
+    s('text', { x: m.l, y: 16, cls: 'title', text: 'L2 drift of each row vs ' + (counted ? "log10(1 + count in this run's training data)" : 'id') }, svg);
     const X = linScale(0, Math.max(1e-9, max(xs)), m.l, W - m.r), Y = linScale(0, Math.max(1e-12, max(R.l2)), H - m.b, m.t);
     for (const t of ticks(0, max(R.l2), 5)) s('text', { x: m.l - 6, y: Y(t) + 4, 'text-anchor': 'end', text: fmt(t, 3) }, svg);
     for (const t of ticks(0, max(xs), 6)) s('text', { x: X(t), y: H - m.b + 15, 'text-anchor': 'middle', text: fmt(t, 3) }, svg);
@@ -360,7 +361,7 @@
     svg.addEventListener('mousemove', (ev) => {
       const i = ev.target.dataset && ev.target.dataset.i !== undefined ? +ev.target.dataset.i : -1;
       if (i < 0) return hideTip();
-      showTip(ev, `${piece(i)}  (id ${i})\nL2 ${fmt(R.l2[i], 4)}, 1 \u2212 cos ${fmt(R.cos_drift[i], 4)}` + (counted ? `\n${fmt(R.counts[i])} times in the fine-tune data` : ''));
+      showTip(ev, `${piece(i)}  (id ${i})\nL2 ${fmt(R.l2[i], 4)}, 1 \u2212 cos ${fmt(R.cos_drift[i], 4)}` + (counted ? `\n${fmt(R.counts[i])} times in this run's training data` : ''));
     });
     svg.addEventListener('mouseleave', hideTip);
     return svg;
@@ -373,7 +374,8 @@
     const sec = section('drift', 'Fine-tune drift', `How far each row of tok_emb.weight moved from ${R.base} (step ${fmt(R.base_step)}) ` +
       `to this checkpoint (step ${fmt(D.summary.step)}), against how often its piece occurs in ${R.counts_source}.`);
     sec.append(h('div', { cls: 'cards' }, card(fmt(tok.l2.mean), 'mean L2 drift'), card(fmt(tok.l2.p95), 'p95 L2 drift'),
-      card(fmt(tok.l2.max), 'largest L2 drift'), card(fmt(tok.unseen_rows), 'rows never seen in the fine-tune data')));
+      card(fmt(tok.l2.max), 'largest L2 drift'),
+      card(R.counts.length ? fmt(tok.unseen_rows) : '\u2013', 'rows never seen in the training data of this run')));
     sec.append(driftScatter(R, new Set(tok.top.map((t) => t.id))));
     for (const r of R.reports) {
       sec.append(h('h3', { text: `Most moved pieces of ${r.tensor}` }));
@@ -381,7 +383,7 @@
         sec.append(h('p', { cls: 'ok none-moved', text: `none moved: all ${fmt(r.rows)} rows are exactly as in the base checkpoint` }));
         continue;
       }
-      sec.append(table(['#rank', 'piece', '#id', '#L2', '#1 \u2212 cos', '#count in fine-tune data'],
+      sec.append(table(['#rank', 'piece', '#id', '#L2', '#1 \u2212 cos', '#count in this run\'s training data'],
         r.top.map((t, k) => [k + 1, t.piece, t.id, t.l2, t.cos_drift, t.count < 0 ? null : t.count]), { cls: 'top-moved' }));
     }
     const T = R.proof.tensors, same = T.filter((t) => t.before !== '' && t.before === t.after).length;
@@ -394,7 +396,7 @@
       table(['tensor', 'shape', 'SHA-256 in base', 'SHA-256 here', 'verdict'],
         T.map((t) => [t.name, t.shape, h('code', { text: t.before.slice(0, 16) }), h('code', { text: t.after.slice(0, 16) }), verdict(t)]), { id: 'sha-table' })));
     const F = R.forgetting;
-    sec.append(h('h3', { text: 'Forgetting (validation loss, nats/token, whole files; measured by lmtrain finetune at the end of the run)' }));
+    sec.append(h('h3', { text: 'Forgetting (validation loss, nats/token, whole files; measured by lmtrain finetune at the end of the run, against its --from)' }));
     if (!F) { sec.append(h('p', { cls: 'note', text: 'No forgetting.json in the run directory.' })); return; }
     sec.append(table(['validation set', 'text file', '#before', '#after', '#change'], [
       ['new (fine-tune data)', F.new.val, F.new.before, F.new.after, signed(F.new.after - F.new.before)],
