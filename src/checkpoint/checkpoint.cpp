@@ -211,7 +211,22 @@ static void verify_files(const fs::path& dir, const json& m) {
   }
 }
 
-fs::path resolve_checkpoint(const fs::path& path) {
+namespace {
+
+// "runs/x/step_1/" and "." name the same directories as "runs/x/step_1" and the working directory; written
+// without the trailing separator and the dots, a checkpoint's parent_path() is its run. Nothing else changes,
+// so the result compares equal to list_checkpoints' entries.
+fs::path tidy(fs::path t) {
+  while (t.filename().empty() && t.has_parent_path() && t != t.root_path()) t = t.parent_path();
+  if (t.filename() == "." || t.filename() == "..") t = fs::absolute(t).lexically_normal();
+  while (t.filename().empty() && t.has_parent_path() && t != t.root_path()) t = t.parent_path();
+  return t;
+}
+
+}  // namespace
+
+fs::path resolve_checkpoint(const fs::path& user_path) {
+  const fs::path path = user_path.empty() ? user_path : tidy(user_path);
   if (fs::is_regular_file(path / "manifest.json")) return path;
   if (fs::is_regular_file(path / "latest")) {
     std::string name = util::read_file(path / "latest", "latest pointer");

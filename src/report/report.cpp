@@ -71,48 +71,30 @@ void count_training_ids(Sources& s) {
 
 // --compare, else a fine-tune's starting checkpoint (config finetune.from); a missing one is reported, not fatal.
 std::optional<checkpoint::LoadedCheckpoint> drift_base(const Sources& s, const fs::path& compare, std::string& note) {
-  fs::path from = compare;
-  if (from.empty()) {
-    if (!s.cfg || s.cfg->finetune.from.empty()) return std::nullopt;
-    from = s.cfg->finetune.from;
-    try {
-      checkpoint::verify_checkpoint(checkpoint::resolve_checkpoint(from));
+  std::optional<checkpoint::LoadedCheckpoint> base;
+  if (!compare.empty()) {
+    base = checkpoint::load_checkpoint(checkpoint::resolve_checkpoint(compare));
+  } else if (s.cfg && !s.cfg->finetune.from.empty()) {
+    const std::string from = s.cfg->finetune.from;
+    try {  // load_checkpoint verifies: one pass over the files
+      base = checkpoint::load_checkpoint(checkpoint::resolve_checkpoint(from));
     } catch (const CheckpointError& e) {
-      note = "this fine-tune started from '" + from.string() + "', which is not a checkpoint here (" + e.what() +
+      note = "this fine-tune started from '" + from + "', which is not a valid checkpoint here (" + e.what() +
              "); give --compare to measure drift";
       spdlog::warn("[report] {}", note);
       return std::nullopt;
     }
   }
-  auto base = checkpoint::load_checkpoint(checkpoint::resolve_checkpoint(from));
-  if (util::sha256_file(base.tokenizer_model) != s.tok->sha256()) {
+  if (base && util::sha256_file(base->tokenizer_model) != s.tok->sha256()) {
     throw CheckpointError("[report] --compare: expected a checkpoint with the same tokenizer as " + s.ck.dir.string() +
-                          ", got " + base.dir.string());
+                          ", got " + base->dir.string());
   }
   return base;
 }
 
 }  // namespace
 
-namespace {
-
-// "runs/x/step_1/" and "." name the same directory as "runs/x/step_1" and the working directory: without
-// the trailing separator and the dots, parent_path() is the run, and a default output never lands inside.
-fs::path tidy(const fs::path& p) {
-  if (p.empty()) return p;
-  fs::path t = p.lexically_normal();
-  if (t.filename().empty() && t.has_parent_path()) t = t.parent_path();
-  if (t == "." || t.filename() == "..") t = fs::absolute(t).lexically_normal();
-  if (t.filename().empty() && t.has_parent_path()) t = t.parent_path();
-  return t;
-}
-
-}  // namespace
-
-ReportResult write_report(const ReportOptions& options) {
-  ReportOptions o = options;
-  o.target = tidy(o.target);
-  o.compare = tidy(o.compare);
+ReportResult write_report(const ReportOptions& o) {
   if (o.points < 2 || o.neighbours < 1 || o.top_k < 1) {
     throw ConfigError("[report] expected --points >= 2, --neighbours >= 1 and --top-k >= 1");
   }

@@ -12,7 +12,6 @@
 #include "sample/sampler.h"
 #include "train/finetune.h"
 #include "util/fs.h"
-#include "util/hash.h"
 
 namespace lm::report {
 namespace fs = std::filesystem;
@@ -90,11 +89,6 @@ nlohmann::json positions_section(const Sources& s, const std::vector<int32_t>& m
 
 namespace {
 
-std::string tensor_sha(const torch::Tensor& p) {
-  auto t = p.detach().cpu().contiguous();
-  return util::sha256_hex(std::string_view(static_cast<const char*>(t.data_ptr()), t.nbytes()));
-}
-
 // SHA-256 of every tensor before and after, and what the fine-tune's config froze.
 nlohmann::json frozen_proof(const Sources& s, const checkpoint::LoadedCheckpoint& base) {
   std::map<std::string, torch::Tensor> before;
@@ -105,8 +99,8 @@ nlohmann::json frozen_proof(const Sources& s, const checkpoint::LoadedCheckpoint
     const bool comparable = it != before.end() && it->second.sizes() == p.sizes();
     tensors.push_back({{"name", name},
                        {"shape", c10::str(p.sizes())},
-                       {"before", comparable ? tensor_sha(it->second) : ""},
-                       {"after", tensor_sha(p)}});
+                       {"before", comparable ? train::tensor_sha256(it->second) : ""},
+                       {"after", train::tensor_sha256(p)}});
   }
   nlohmann::json config = nlohmann::json::object();  // what the fine-tune meant to freeze (empty: a plain run)
   if (s.cfg && !s.cfg->finetune.from.empty()) {

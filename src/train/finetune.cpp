@@ -45,14 +45,17 @@ bool contains(const std::vector<std::string>& names, const std::string& name) {
 std::map<std::string, std::string> hash_parameters(const model::GptImpl& m, const std::vector<std::string>& names) {
   std::map<std::string, std::string> out;
   for (auto& [name, p] : model::named_weights(m)) {
-    if (!contains(names, name)) continue;
-    auto t = p.detach().cpu().contiguous();
-    out[name] = util::sha256_hex(std::string_view(static_cast<const char*>(t.data_ptr()), t.nbytes()));
+    if (contains(names, name)) out[name] = tensor_sha256(p);
   }
   return out;
 }
 
 }  // namespace
+
+std::string tensor_sha256(const torch::Tensor& p) {
+  auto t = p.detach().cpu().contiguous();
+  return util::sha256_hex(std::string_view(static_cast<const char*>(t.data_ptr()), t.nbytes()));
+}
 
 std::vector<std::string> freeze_prefixes(const FinetuneConfig& cfg) {
   std::vector<std::string> out = cfg.freeze;

@@ -16,6 +16,9 @@
 namespace lm::train {
 
 /// The parameter-name prefixes a FinetuneConfig freezes.
+/// SHA-256 (hex) of a tensor's bytes (moved to the CPU, contiguous): the frozen proof's hash.
+std::string tensor_sha256(const torch::Tensor& t);
+
 std::vector<std::string> freeze_prefixes(const FinetuneConfig& cfg);
 
 /// The prefixes frozen only until step `unfreeze_embeddings_after` (the embeddings; none when it is 0).
