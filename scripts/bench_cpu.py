@@ -2,18 +2,21 @@
 """CPU training benchmark (scripts/bench.sh): the matrix-product ceiling, lmtrain's training step, and the
 team's own tuned PyTorch eager reference of the same model and optimizer, in one invocation.
 
-- Ceiling: the best of 5 fp32 2048x2048 matrix products through the same LibTorch and OpenBLAS (Debian's
-  python3-torch is the same LibTorch 1.13), for 1 and 2 threads.
-- lmtrain: `lmtrain train` on the KJV split (data/kjv), 1 LibTorch thread and --blas-threads OpenBLAS threads
-  (default: every vCPU, lmtrain's own default); tokens/s is the median of the logged windows after the first
-  (warm-up); peak RSS from wait4.
+- Ceiling: the best of 6 fp32 2048x2048 matrix products through the same LibTorch and OpenBLAS (Debian's
+  python3-torch is the same LibTorch 1.13), for 1 and 2 OpenBLAS threads, and the same product as row blocks
+  on 2 threads each calling single-threaded OpenBLAS (lmtrain's fused kernels' way); "of ceiling" divides by
+  the best 2-thread figure.
+- lmtrain: `lmtrain train` on the KJV split (data/kjv) with its default run.kernels fused (the products split
+  over --blas-threads LibTorch threads, OpenBLAS single-threaded per block), and config S once more with
+  run.kernels plain (1 LibTorch thread, --blas-threads OpenBLAS threads: the path before the fused kernels);
+  tokens/s is the median of the logged windows after the first (warm-up); peak RSS from wait4.
 - Reference: pre-LN GPT with fused qkv, learned positions, erf GELU, tied head (lmtrain's model contract),
   AdamW (foreach) with lmtrain's decay groups and clipping, the loss in chunks of 256 positions through the
   tied head (as lmtrain), glibc malloc told to keep freed memory (lmtrain's mallopt settings, through
-  MALLOC_*_ environment variables), 1 LibTorch thread and OPENBLAS_NUM_THREADS = --blas-threads (the same
-  split as lmtrain; torch.set_num_threads does not reach OpenBLAS's pool), random ids (speed does not depend on
-  the values). Each reference runs in its own process so its peak RSS is its own.
-- "of ceiling" is lmtrain's model GFLOP/s over the ceiling measured with --blas-threads threads.
+  MALLOC_*_ environment variables), 1 LibTorch thread and OPENBLAS_NUM_THREADS = --blas-threads (eager
+  PyTorch's fastest split here: 2 LibTorch threads beside OpenBLAS's 2 fight for the cores; note that
+  torch.set_num_threads does not reach OpenBLAS's pool), random ids (speed does not depend on the values).
+  Each reference runs in its own process so its peak RSS is its own.
 - Model FLOPs per token: 6 x (parameters except positions) + 12 x L x C x T (attention scores and values).
 
 Usage: scripts/bench_cpu.py --lmtrain build/lmtrain [--steps 60] [--out build/bench] [--blas-threads N]
@@ -42,14 +45,28 @@ def model_flops_per_token(V, C, L, H, T):
     return 6 * params + 12 * L * C * T
 
 
-def ceiling(threads):
+def ceiling(threads, split=False):
+    """Best of 6 products. split: `threads` Python threads each multiply a block of rows with a
+    single-threaded OpenBLAS (the caller sets OPENBLAS_NUM_THREADS=1), lmtrain's fused kernels' way."""
+    import threading
     import torch
-    torch.set_num_threads(threads)
-    a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
+    torch.set_num_threads(1 if split else threads)
+    a, b, c = torch.randn(2048, 2048), torch.randn(2048, 2048), torch.empty(2048, 2048)
+    rows = 2048 // threads
+
+    def block(i):
+        torch.mm(a[i * rows:(i + 1) * rows], b, out=c[i * rows:(i + 1) * rows])
     best = 0.0
     for _ in range(6):
         t0 = time.perf_counter()
-        torch.mm(a, b)
+        if split:
+            workers = [threading.Thread(target=block, args=(i,)) for i in range(threads)]
+            for w in workers:
+                w.start()
+            for w in workers:
+                w.join()
+        else:
+            torch.mm(a, b, out=c)
         best = max(best, 2 * 2048 ** 3 / (time.perf_counter() - t0) / 1e9)
     return best
 
@@ -124,9 +141,9 @@ def run_measured(cmd, env=None):
     return out, usage.ru_maxrss / 1024
 
 
-def lmtrain_run(exe, out, name, V, C, L, H, T, B, steps, blas, optimizer="adamw"):
+def lmtrain_run(exe, out, name, V, C, L, H, T, B, steps, blas, optimizer="adamw", kernels="fused"):
     run_dir = os.path.join(out, name)
-    sets = {"run.dir": run_dir, "run.threads": 1, "run.blas_threads": blas, "tokenizer.vocab_size": V, "model.d_model": C,
+    sets = {"run.dir": run_dir, "run.threads": 1, "run.blas_threads": blas, "run.kernels": kernels, "tokenizer.vocab_size": V, "model.d_model": C,
             "model.n_layers": L, "model.n_heads": H, "model.max_seq_len": T, "train.batch_size": B,
             "train.max_steps": steps, "train.warmup_steps": 10, "train.eval_every": 0, "train.optimizer": optimizer,
             "train.log_every": max(steps // 6, 1), "checkpoint.every": 0, "data.train": "data/kjv/train.txt",
@@ -149,9 +166,10 @@ def main():
     ap.add_argument("--blas-threads", type=int, default=os.cpu_count())
     ap.add_argument("--reference-only", help=argparse.SUPPRESS)  # internal: one reference in this process
     ap.add_argument("--ceiling-only", help=argparse.SUPPRESS)  # internal: the ceiling for N threads
+    ap.add_argument("--split", action="store_true", help=argparse.SUPPRESS)  # internal: ... in row blocks
     args = ap.parse_args()
     if args.ceiling_only:
-        print(ceiling(int(args.ceiling_only)))
+        print(ceiling(int(args.ceiling_only), args.split))
         return
     if args.reference_only:
         print(json.dumps({"tokens_per_s": reference(*CONFIGS[args.reference_only], args.steps)}))
@@ -166,10 +184,18 @@ def main():
         out, _ = run_measured([sys.executable, __file__, "--ceiling-only", str(t)],
                               dict(os.environ, OPENBLAS_NUM_THREADS=str(t)))
         ceil[t] = float(out.strip().splitlines()[-1])
+    split = None
+    if blas > 1:  # the same product as `blas` single-threaded OpenBLAS calls on row blocks, one per thread
+        out, _ = run_measured([sys.executable, __file__, "--ceiling-only", str(blas), "--split"],
+                              dict(os.environ, OPENBLAS_NUM_THREADS="1"))
+        split = float(out.strip().splitlines()[-1])
     print("ceiling: fp32 2048x2048 matmul, best of 6: " +
-          ", ".join(f"{g:.1f} GFLOP/s on {t} thread{'s' if t > 1 else ''}" for t, g in sorted(ceil.items())))
-    print(f"both sides: 1 LibTorch thread, {blas} OpenBLAS thread{'s' if blas > 1 else ''}; "
-          f"'of ceiling' = lmtrain GFLOP/s / the {blas}-thread ceiling")
+          ", ".join(f"{g:.1f} GFLOP/s on {t} thread{'s' if t > 1 else ''}" for t, g in sorted(ceil.items())) +
+          (f"; {split:.1f} as {blas} single-threaded row blocks" if split else ""))
+    top = max(ceil[blas], split or 0.0)
+    print(f"lmtrain: run.kernels fused (products split over {blas} LibTorch threads, each block one single-threaded "
+          f"OpenBLAS call); reference: 1 LibTorch thread, {blas} OpenBLAS thread{'s' if blas > 1 else ''}; "
+          f"'of ceiling' = lmtrain GFLOP/s / {top:.1f} (the best {blas}-thread figure above)")
     print("model FLOPs/token = 6 x (parameters except positions) + 12 x L x C x T")
     print(f"{'config':<8} {'V':>5} {'T':>4} {'B':>3} {'lmtrain tok/s':>14} {'ref tok/s':>10} {'ratio':>6} "
           f"{'lmtrain GFLOP/s':>16} {'of ceiling':>10} {'ref GFLOP/s':>12} {'lmtrain RSS MiB':>16} {'ref RSS MiB':>12}")
@@ -182,7 +208,12 @@ def main():
         ref = json.loads(out.strip().splitlines()[-1])["tokens_per_s"]
         f = model_flops_per_token(*cfg[:5])
         print(f"{name:<8} {V:>5} {T:>4} {B:>3} {ours:>14,.0f} {ref:>10,.0f} {ours / ref:>5.2f}x {ours * f / 1e9:>16.1f} "
-              f"{ours * f / 1e9 / ceil[blas]:>9.0%} {ref * f / 1e9:>12.1f} {ours_rss:>16,.0f} {ref_rss:>12,.0f}")
+              f"{ours * f / 1e9 / top:>9.0%} {ref * f / 1e9:>12.1f} {ours_rss:>16,.0f} {ref_rss:>12,.0f}")
+        if name == "S":  # the same lmtrain on LibTorch's own ops and OpenBLAS's own threads
+            plain, plain_rss = lmtrain_run(args.lmtrain, args.out, "S-plain", *cfg, args.steps, blas, kernels="plain")
+            print(f"{'S plain':<8} {V:>5} {T:>4} {B:>3} {plain:>14,.0f} {'':>10} {plain / ref:>5.2f}x "
+                  f"{plain * f / 1e9:>16.1f} {plain * f / 1e9 / top:>9.0%} {'':>12} {plain_rss:>16,.0f}   "
+                  f"(run.kernels plain: 1 LibTorch + {blas} OpenBLAS threads)")
     adamw = lmtrain_run(args.lmtrain, args.out, "S", *CONFIGS["S"], args.steps, blas)[0]
     muon = lmtrain_run(args.lmtrain, args.out, "S-muon", *CONFIGS["S"], args.steps, blas, "muon")[0]
     print(f"config S with train.optimizer: muon (Newton-Schulz on the 16 block matrices each step): {muon:,.0f} "

@@ -196,7 +196,7 @@ TEST(FastPath, TwoBlasThreadsFollowTheOneThreadLosses) {
   std::vector<std::vector<std::string>> runs;
   for (int blas : {1, 2}) {
     spec.run = "blas" + std::to_string(blas);
-    auto r = run_lmtrain("train -c " + write_run_config(dir, spec).string() + " --set run.blas_threads=" +
+    auto r = run_lmtrain("train -c " + write_run_config(dir, spec).string() + " --set run.kernels=plain --set run.blas_threads=" +
                          std::to_string(blas));
     ASSERT_EQ(r.exit_code, 0) << r.output;
     EXPECT_NE(r.output.find(blas == 1 ? "1 BLAS thread," : "2 BLAS threads,"), std::string::npos) << r.output;
@@ -205,6 +205,29 @@ TEST(FastPath, TwoBlasThreadsFollowTheOneThreadLosses) {
   ASSERT_EQ(runs[0].size(), 20u);
   ASSERT_EQ(runs[1].size(), 20u);
   for (size_t i = 0; i < 20; ++i) EXPECT_NEAR(std::stod(runs[0][i]), std::stod(runs[1][i]), 1e-4) << "step " << i + 1;
+}
+
+// The fused kernels (run.kernels fused, the default) against the plain path: the first 20 losses from
+// a fixed seed within 1e-4, and the final validation too; the log says which path ran.
+TEST(FastPath, FusedKernelsFollowThePlainLosses) {
+  ScratchDir dir("kernels");
+  RunSpec spec;
+  spec.model = "d_model: 128, n_layers: 2, n_heads: 4, max_seq_len: 32";
+  spec.train = "batch_size: 8, max_steps: 20, warmup_steps: 2, eval_every: 0, log_every: 1";
+  std::vector<std::vector<std::string>> runs;
+  for (std::string kernels : {"plain", "fused"}) {
+    spec.run = kernels;
+    auto r = run_lmtrain("train -c " + write_run_config(dir, spec).string() + " --set run.kernels=" + kernels +
+                         " --set run.blas_threads=2");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("(" + kernels + " kernels, OpenBLAS " + (kernels == "fused" ? "1" : "2") + ")"),
+              std::string::npos) << r.output;
+    runs.push_back(losses(dir / spec.run));
+  }
+  ASSERT_EQ(runs[0].size(), 20u);
+  ASSERT_EQ(runs[1].size(), 20u);
+  for (size_t i = 0; i < 20; ++i) EXPECT_NEAR(std::stod(runs[0][i]), std::stod(runs[1][i]), 1e-4) << "step " << i + 1;
+  EXPECT_NE(std::stod(runs[0][0]), std::stod(runs[0][19])) << "the loss never moved";
 }
 
 }  // namespace lm::test

@@ -27,6 +27,7 @@ train::TrainJob make_train_job(const config::RunConfig& cfg, const std::string& 
   job.blas_threads = cfg.run.blas_threads;
   job.device = cfg.run.device;
   job.precision = cfg.run.precision;
+  job.kernels = cfg.run.kernels;
   job.deterministic = cfg.run.deterministic;
   job.train_text = cfg.data.train;
   job.val_text = cfg.data.val;

@@ -29,6 +29,7 @@ struct RunSection {
   int blas_threads = 0;              ///< OpenBLAS threads; 0 = auto (the cores divided among the processes)
   std::string device = "auto";       ///< auto | cpu | cuda | cuda:N (auto = CUDA when LibTorch sees a GPU)
   util::Precision precision = util::Precision::kAuto;  ///< matrix products: auto | fp32 | bf16
+  util::Kernels kernels = util::Kernels::kFused;       ///< CPU training step: fused | plain
   bool deterministic = false;        ///< LibTorch's deterministic algorithms (matters on CUDA)
 };
 

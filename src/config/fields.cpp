@@ -151,6 +151,7 @@ const std::vector<Field>& fields() {
       scalar<int>("run.threads", "LibTorch intra-op threads", [](RunConfig& c) -> int& { return c.run.threads; }, 1, 256),
       scalar<int>("run.blas_threads", "OpenBLAS threads for matrix products (0 = auto: the cores divided among the processes)", [](RunConfig& c) -> int& { return c.run.blas_threads; }, 0, 256),
       text("run.device", "auto | cpu | cuda | cuda:N (auto = CUDA when LibTorch sees a GPU)", [](RunConfig& c) -> std::string& { return c.run.device; }),
+      choice<util::Kernels>("run.kernels", "CPU training step: fused (products split over the threads, fused loss and attention) | plain (LibTorch's ops, OpenBLAS's threads)", [](RunConfig& c) -> util::Kernels& { return c.run.kernels; }, util::parse_kernels, util::to_string),
       choice<util::Precision>("run.precision", "matrix products: auto | fp32 | bf16 (auto = bf16 on CUDA >= 8.0)", [](RunConfig& c) -> util::Precision& { return c.run.precision; }, util::parse_precision, util::to_string),
       scalar<bool>("run.deterministic", "LibTorch's deterministic algorithms (CUDA reproducibility)", [](RunConfig& c) -> bool& { return c.run.deterministic; }),
       text("data.train", "training text file", [](RunConfig& c) -> std::string& { return c.data.train; }),

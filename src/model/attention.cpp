@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 
+#include "model/kernels.h"
 #include "model/linear.h"
 
 // at::scaled_dot_product_attention exists from LibTorch 2.0 on.
@@ -84,7 +85,11 @@ torch::Tensor attention_reference(const torch::Tensor& q, const torch::Tensor& k
 
 torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, KvLayer* cache) {
   const int64_t B = x.size(0), T = x.size(1), C = x.size(2), D = C / H_;
-  auto parts = linear_in(qkv, x, compute_dtype).split(C, /*dim=*/2);  // 3 x (B,T,C)
+  auto fused_qkv = linear_in(qkv, x, compute_dtype);                 // (B,T,3C)
+  if (!cache && T > 1 && compute_dtype == torch::kFloat && kernels::applies(fused_qkv)) {
+    return linear_in(proj, kernels::causal_attention(fused_qkv, H_), compute_dtype);  // (B,T,C)
+  }
+  auto parts = fused_qkv.split(C, /*dim=*/2);                        // 3 x (B,T,C)
   auto q = parts[0].view({B, T, H_, D}).transpose(1, 2);             // (B,H,T,D)
   auto k = parts[1].view({B, T, H_, D}).transpose(1, 2);             // (B,H,T,D)
   auto v = parts[2].view({B, T, H_, D}).transpose(1, 2);             // (B,H,T,D)

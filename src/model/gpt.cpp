@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "model/kernels.h"
 #include "model/linear.h"
 #include "util/errors.h"
 #include "util/text.h"
@@ -72,7 +73,11 @@ torch::Tensor GptImpl::forward_traced(const torch::Tensor& idx, const StageFn& o
 }
 
 torch::Tensor GptImpl::loss(const torch::Tensor& idx, const torch::Tensor& targets) {
-  return chunked_next_token_loss(forward_hidden(idx), output_weight(), targets.to(device()), 256, compute_dtype_);
+  auto h = forward_hidden(idx);
+  if (compute_dtype_ == torch::kFloat && kernels::applies(h)) {
+    return kernels::next_token_loss(h, output_weight(), targets.to(device()));
+  }
+  return chunked_next_token_loss(h, output_weight(), targets.to(device()), 256, compute_dtype_);
 }
 
 torch::Tensor GptImpl::forward_hidden(const torch::Tensor& idx, const StageFn& on_stage) {

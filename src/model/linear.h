@@ -4,13 +4,17 @@
 
 #include <torch/torch.h>
 
+#include "model/kernels.h"
+
 namespace lm::model {
 
 /// Same value as torch::nn::functional::linear(x, weight, bias) for x (..., in). A single row goes
 /// through a matrix-vector product: OpenBLAS sgemm repacks the whole weight matrix on every call, which
 /// for one row costs more than the arithmetic (measured: the 8192x128 logits product went 4x faster).
 inline torch::Tensor fast_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias = {}) {
-  if (x.numel() != x.size(-1)) return torch::nn::functional::linear(x, weight, bias);
+  if (x.numel() != x.size(-1)) {
+    return kernels::applies(x) ? kernels::linear(x, weight, bias) : torch::nn::functional::linear(x, weight, bias);
+  }
   auto sizes = x.sizes().vec();
   sizes.back() = weight.size(0);
   auto v = x.reshape({-1});

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "model/kernels.h"
 #include "util/errors.h"
 
 namespace lm::train {
@@ -11,7 +12,14 @@ torch::Tensor newton_schulz(const torch::Tensor& g, int64_t steps) {
   const bool tall = x.size(0) > x.size(1);
   if (tall) x = x.t();  // iterate on the wide side: X X^T is the smaller Gram matrix
   x = x / (x.norm() + 1e-7);  // singular values now in (0, 1]
+  const bool split = model::kernels::applies(x);  // run.kernels fused: the products split over the threads
   for (int64_t i = 0; i < steps; ++i) {
+    if (split) {
+      const torch::Tensor a = model::kernels::mm(x, x.t());
+      const torch::Tensor b = model::kernels::mm(a, a).mul_(kNewtonSchulzC).add_(a, kNewtonSchulzB);
+      x = model::kernels::mm(b, x).add_(x, kNewtonSchulzA);
+      continue;
+    }
     const torch::Tensor a = torch::matmul(x, x.t());
     const torch::Tensor b = torch::addmm(a, a, a, kNewtonSchulzB, kNewtonSchulzC);  // b A + c A A
     x = torch::addmm(x, b, x, kNewtonSchulzA, 1.0);                                // a X + B X

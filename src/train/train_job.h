@@ -31,6 +31,7 @@ struct TrainJob {
   int blas_threads = 0;  ///< run.blas_threads (0 = auto)
   std::string device = "auto";  ///< run.device spec, resolved by util::resolve_device at the start
   util::Precision precision = util::Precision::kAuto;
+  util::Kernels kernels = util::Kernels::kFused;  ///< run.kernels
   bool deterministic = false;
   std::filesystem::path train_text, val_text;
   tokenizer::TokenizerConfig tokenizer;

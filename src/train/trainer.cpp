@@ -12,6 +12,7 @@
 #include "checkpoint/rng_state.h"
 #include "data/batcher.h"
 #include "model/gpt.h"
+#include "model/kernels.h"
 #include "train/data_parallel.h"
 #include "train/evaluate.h"
 #include "train/finetune.h"
@@ -301,12 +302,20 @@ class Trainer {
 }  // namespace
 
 TrainResult run_training(const TrainJob& job) {
-  util::set_compute_threads(job.threads, util::resolve_blas_threads(job.blas_threads, job.group ? job.group->size() : 1));
   torch::Device device = util::resolve_device(job.device);  // a missing GPU is refused before anything else
   if (device.is_cuda() && job.group && job.device.find(':') == std::string::npos) {
     device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(job.group->env().local_rank));  // one GPU a rank
   }
   const c10::ScalarType dtype = util::compute_dtype(job.precision, device);
+  const int cores = util::resolve_blas_threads(job.blas_threads, job.group ? job.group->size() : 1);
+  if (job.kernels == util::Kernels::kFused && device.is_cpu() && dtype == torch::kFloat) {
+    // One pool: LibTorch's threads run the split products (each block single-threaded OpenBLAS) and the rest.
+    model::kernels::set_mode(model::kernels::Mode::kFused);
+    util::set_compute_threads(std::max(job.threads, cores), 1);
+  } else {
+    model::kernels::set_mode(model::kernels::Mode::kPlain);
+    util::set_compute_threads(job.threads, cores);
+  }
   if (job.deterministic) util::use_deterministic_algorithms();
   spdlog::info("device {}, precision {}{}", util::describe_device(device), util::precision_name(dtype),
                job.deterministic ? ", deterministic algorithms" : "");

@@ -3,9 +3,11 @@
 #include <spdlog/spdlog.h>
 
 #include "checkpoint/rng_state.h"
+#include "model/kernels.h"
 #include "train/resume.h"
 #include "util/errors.h"
 #include "util/text.h"
+#include "util/threads.h"
 
 namespace lm::train {
 
@@ -36,9 +38,10 @@ void log_model_summary(const model::GptImpl& m, const DecayGroups& g, const Trai
   const std::string batch = world_size > 1 ? fmt::format("global batch {} processes x {} sequences", world_size,
                                                          job.train.batch_size)
                                            : fmt::format("effective batch {}", job.train.batch_size);
-  spdlog::info("threads {}{}, device {}, {} x {} micro-batches x {} tokens = {} tokens/step", job.threads,
-               world_size > 1 ? " per process" : "", m.device().str(), batch, job.train.grad_accum, a.max_seq_len,
-               tokens);
+  const bool fused = model::kernels::mode() == model::kernels::Mode::kFused;
+  spdlog::info("threads {}{} ({} kernels, OpenBLAS {}), device {}, {} x {} micro-batches x {} tokens = {} tokens/step",
+               torch::get_num_threads(), world_size > 1 ? " per process" : "", fused ? "fused" : "plain",
+               util::blas_threads(), m.device().str(), batch, job.train.grad_accum, a.max_seq_len, tokens);
 }
 
 model::Gpt build_model(const TrainJob& job, const RunData& data, const torch::Device& device, c10::ScalarType dtype) {

@@ -20,6 +20,14 @@ std::string to_string(Precision p) {
   return "?";
 }
 
+Kernels parse_kernels(std::string_view s) {
+  if (s == "fused") return Kernels::kFused;
+  if (s == "plain") return Kernels::kPlain;
+  throw ConfigError("[run] kernels: expected fused | plain, got '" + std::string(s) + "'");
+}
+
+std::string to_string(Kernels k) { return k == Kernels::kFused ? "fused" : "plain"; }
+
 void check_device_spec(std::string_view spec) {
   if (spec == "auto" || spec == "cpu" || spec == "cuda") return;
   if (spec.rfind("cuda:", 0) == 0 && spec.size() > 5 && spec.size() < 9 &&

@@ -15,6 +15,16 @@ enum class Precision { kAuto, kFp32, kBf16 };
 Precision parse_precision(std::string_view s);
 std::string to_string(Precision p);
 
+/// How a CPU training step computes (run.kernels). kFused: every matrix product split over LibTorch's
+/// threads as single-threaded OpenBLAS calls, with the head's loss and each head's attention fused
+/// (model/kernels.h); OpenBLAS's own pool is then 1 thread. kPlain: LibTorch's own ops, OpenBLAS's own
+/// threads (run.blas_threads). CUDA and bf16 products always take the plain ops.
+enum class Kernels { kFused, kPlain };
+
+/// "fused" | "plain"; throws ConfigError otherwise.
+Kernels parse_kernels(std::string_view s);
+std::string to_string(Kernels k);
+
 /// Checks the spelling of a device: "auto" | "cpu" | "cuda" | "cuda:N". Throws ConfigError otherwise.
 void check_device_spec(std::string_view spec);
 

@@ -1,0 +1,48 @@
+// The fused CPU training kernels (run.kernels: fused): every matrix product of a training step split into
+// as many row (or column) blocks as LibTorch has threads, each block one single-threaded OpenBLAS call
+// on its own core, and the work around the products fused per block (the head's softmax and loss, the
+// attention of one head). One thread pool (LibTorch's OpenMP) serves the products and the elementwise
+// ops, so no second pool spins against it.
+//
+// Why: on this class of machine OpenBLAS's own 2-thread products reach 80-140 GFLOP/s on the model's
+// shapes (2048x256 @ 256x768 ...), while two independent single-threaded products of the halves reach
+// 150-165, about the 2048x2048 ceiling (scripts/bench.sh; docs/BENCHMARKS.md).
+//
+// The plain path (LibTorch's own ops, OpenBLAS's own threads) stays: it is the default outside
+// training, and tests compare the two (same losses to 1e-4 over 20 steps, same gradients to 1e-5).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+namespace lm::model::kernels {
+
+enum class Mode { kPlain, kFused };
+
+/// Process-wide. The trainer sets it from run.kernels before building the model; everything else runs plain.
+void set_mode(Mode m);
+Mode mode();
+
+/// True when `x` should take the fused kernels: fused mode, a CPU float32 tensor.
+bool applies(const at::Tensor& x);
+
+/// out (M,N) = a (M,K) @ b (K,N), or out += a @ b when `accumulate`, split over LibTorch's threads along
+/// the longer of M and N. Any operand may be a transposed or narrowed view whose rows or columns are
+/// contiguous. No autograd.
+void mm_into(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, bool accumulate = false);
+at::Tensor mm(const at::Tensor& a, const at::Tensor& b);
+
+/// x (..., in) W^T + b with autograd (b may be undefined); products through mm_into.
+at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
+
+/// Mean cross-entropy of hidden (B,T,C) or (N,C) @ weight^T (V,C) against targets, as
+/// chunked_next_token_loss, in one pass per row block: the logits of each block live only in a reused
+/// buffer, and when a gradient is wanted it is computed right there (softmax - one-hot) and kept for
+/// backward, so no logits, log-probabilities or their gradients are ever stored.
+at::Tensor next_token_loss(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& targets);
+
+/// Causal self-attention of a fused projection: qkv (B,T,3C) holding q | k | v, H heads -> (B,T,C), each
+/// (sequence, head) pair scored, masked, softmaxed and applied on one thread with autograd. Same value as
+/// attention_reference on the split heads.
+at::Tensor causal_attention(const at::Tensor& qkv, int64_t heads);
+
+}  // namespace lm::model::kernels

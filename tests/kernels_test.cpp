@@ -1,0 +1,152 @@
+// The fused CPU kernels (model/kernels.h) against LibTorch's own ops: same values and gradients, at odd
+// sizes that do not divide into the thread blocks, with and without gradients wanted; and the whole
+// model's loss and gradients in both modes.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "model/attention.h"
+#include "model/gpt.h"
+#include "model/kernels.h"
+#include "test_util.h"
+
+namespace lm::test {
+
+namespace kn = model::kernels;
+
+namespace {
+
+// Runs the test body in fused mode on 2 LibTorch threads, and restores plain mode and the thread count.
+class Kernels : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    threads_ = torch::get_num_threads();
+    torch::set_num_threads(2);
+    kn::set_mode(kn::Mode::kFused);
+    torch::manual_seed(7);
+  }
+  void TearDown() override {
+    kn::set_mode(kn::Mode::kPlain);
+    torch::set_num_threads(threads_);
+  }
+  int threads_ = 1;
+};
+
+void expect_close(const torch::Tensor& a, const torch::Tensor& b, double tol, const std::string& what) {
+  ASSERT_EQ(a.sizes(), b.sizes()) << what;
+  const double diff = (a - b).abs().max().item<double>(), scale = std::max(1.0, b.abs().max().item<double>());
+  EXPECT_LE(diff, tol * scale) << what << ": max |difference| " << diff;
+}
+
+}  // namespace
+
+TEST_F(Kernels, ModeAppliesToCpuFloatOnly) {
+  EXPECT_TRUE(kn::applies(torch::zeros({2, 2})));
+  EXPECT_FALSE(kn::applies(torch::zeros({2, 2}, torch::kDouble)));
+  EXPECT_FALSE(kn::applies(torch::zeros({2, 2}, torch::kBFloat16)));
+  kn::set_mode(kn::Mode::kPlain);
+  EXPECT_FALSE(kn::applies(torch::zeros({2, 2})));
+}
+
+TEST_F(Kernels, SplitProductsEqualOneProduct) {
+  // Long M (row blocks), long N (column blocks), transposed and narrowed operands, accumulation.
+  for (auto [M, K, N] : {std::array<int64_t, 3>{517, 64, 40}, {40, 96, 1001}, {300, 300, 300}, {3, 5, 7}}) {
+    auto a = torch::randn({M, K}), b = torch::randn({N, K}).t(), c = torch::randn({M, N});
+    auto want = torch::mm(a, b);
+    expect_close(kn::mm(a, b), want, 1e-5, "mm " + std::to_string(M) + "x" + std::to_string(N));
+    auto acc = c.clone();
+    kn::mm_into(acc, a, b, /*accumulate=*/true);
+    expect_close(acc, c + want, 1e-5, "accumulate");
+    auto wide = torch::zeros({M, N + 9});
+    auto view = wide.narrow(1, 4, N);
+    kn::mm_into(view, a, b);
+    expect_close(view, want, 1e-5, "into a narrowed output");
+    EXPECT_EQ(wide.narrow(1, 0, 4).abs().sum().item<float>(), 0.0f) << "wrote outside the view";
+  }
+}
+
+TEST_F(Kernels, LinearValueAndGradients) {
+  for (bool bias : {true, false}) {
+    auto x = torch::randn({3, 37, 24}, torch::requires_grad());
+    auto w = torch::randn({56, 24}, torch::requires_grad());
+    auto b = bias ? torch::randn({56}, torch::requires_grad()) : torch::Tensor();
+    auto g = torch::randn({3, 37, 56});
+    auto y = kn::linear(x, w, b);
+    (y * g).sum().backward();
+    auto x2 = x.detach().clone().requires_grad_(), w2 = w.detach().clone().requires_grad_();
+    auto b2 = bias ? b.detach().clone().requires_grad_() : torch::Tensor();
+    auto want = torch::nn::functional::linear(x2, w2, b2);
+    (want * g).sum().backward();
+    expect_close(y, want, 1e-5, "value");
+    expect_close(x.grad(), x2.grad(), 1e-5, "dx");
+    expect_close(w.grad(), w2.grad(), 1e-5, "dw");
+    if (bias) expect_close(b.grad(), b2.grad(), 1e-5, "db");
+  }
+}
+
+TEST_F(Kernels, AttentionValueAndGradients) {
+  const int64_t B = 3, T = 11, C = 24, H = 3, D = C / H;
+  auto qkv = torch::randn({B, T, 3 * C}, torch::requires_grad());
+  auto g = torch::randn({B, T, C});
+  auto y = kn::causal_attention(qkv, H);
+  (y * g).sum().backward();
+  auto qkv2 = qkv.detach().clone().requires_grad_();
+  auto parts = qkv2.split(C, 2);
+  auto heads = [&](const torch::Tensor& t) { return t.view({B, T, H, D}).transpose(1, 2); };
+  auto want = model::attention_reference(heads(parts[0]), heads(parts[1]), heads(parts[2]), torch::kFloat)
+                  .transpose(1, 2).reshape({B, T, C});
+  (want * g).sum().backward();
+  expect_close(y, want, 1e-5, "value");
+  expect_close(qkv.grad(), qkv2.grad(), 1e-5, "dqkv");
+  // Position t sees nothing after it: changing the last position leaves every earlier output alone.
+  auto changed = qkv.detach().clone();
+  changed.select(1, T - 1).normal_();
+  expect_close(kn::causal_attention(changed, H).narrow(1, 0, T - 1), y.detach().narrow(1, 0, T - 1), 0.0, "causal");
+}
+
+TEST_F(Kernels, HeadLossValueAndGradients) {
+  // 1,100 rows: more than one 2 x 256-row block and not a multiple of it; a frozen table (no weight gradient).
+  for (bool weight_grad : {true, false}) {
+    const int64_t N = 1100, C = 32, V = 301;
+    auto h = torch::randn({N, C}, torch::requires_grad());
+    auto w = (torch::randn({V, C}) * 0.5).requires_grad_(weight_grad);
+    auto y = torch::randint(V, {N});
+    auto loss = kn::next_token_loss(h, w, y);
+    (loss * 0.5).backward();  // a scaled loss (gradient accumulation) scales the kept gradients
+    auto h2 = h.detach().clone().requires_grad_(), w2 = w.detach().clone().requires_grad_(weight_grad);
+    auto want = model::chunked_next_token_loss(h2, w2, y, 256);
+    (want * 0.5).backward();
+    EXPECT_NEAR(loss.item<double>(), want.item<double>(), 1e-5);
+    expect_close(h.grad(), h2.grad(), 1e-5, "dh");
+    if (weight_grad) expect_close(w.grad(), w2.grad(), 1e-5, "dw");
+    EXPECT_FALSE(weight_grad ? false : w.grad().defined()) << "a frozen table got a gradient";
+  }
+  torch::NoGradGuard no_grad;  // evaluation: the value only
+  auto h = torch::randn({77, 16}), w = torch::randn({50, 16});
+  auto y = torch::randint(50, {7, 11});
+  EXPECT_NEAR(kn::next_token_loss(h.view({7, 11, 16}), w, y).item<double>(),
+              model::chunked_next_token_loss(h, w, y).item<double>(), 1e-5);
+}
+
+TEST_F(Kernels, WholeModelLossAndGradientsMatchThePlainOps) {
+  auto cfg = tiny_config(97);
+  cfg.d_model = 32;
+  cfg.n_heads = 4;
+  cfg.max_seq_len = 24;
+  model::Gpt m(cfg);
+  auto x = torch::randint(97, {5, 24}), y = torch::randint(97, {5, 24});
+  std::vector<torch::Tensor> grads[2];
+  double losses[2];
+  for (int fused : {0, 1}) {
+    kn::set_mode(fused ? kn::Mode::kFused : kn::Mode::kPlain);
+    m->zero_grad();
+    auto loss = m->loss(x, y);
+    loss.backward();
+    losses[fused] = loss.item<double>();
+    for (auto& p : m->parameters()) grads[fused].push_back(p.grad().clone());
+  }
+  EXPECT_NEAR(losses[0], losses[1], 1e-5);
+  for (size_t i = 0; i < grads[0].size(); ++i) expect_close(grads[1][i], grads[0][i], 1e-5, "parameter " + std::to_string(i));
+}
+
+}  // namespace lm::test
+
