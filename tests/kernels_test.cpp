@@ -64,6 +64,21 @@ TEST_F(Kernels, SplitProductsEqualOneProduct) {
   }
 }
 
+TEST_F(Kernels, SeveralProductsAtOnce) {
+  // One, two (a whole product per thread) and three products, one of them accumulating.
+  auto a = torch::randn({300, 64}), b = torch::randn({64, 200}), c = torch::randn({120, 64}), d = torch::randn({64, 999});
+  auto base = torch::randn({120, 999});
+  for (size_t n : {1, 2, 3}) {
+    auto o1 = torch::empty({300, 200}), o2 = torch::empty({120, 999}), o3 = base.clone();
+    std::vector<kn::Product> all{{o1, a, b}, {o2, c, d}, {o3, c, d, /*accumulate=*/true}};
+    all.resize(n);
+    kn::mm_all(all);
+    expect_close(o1, torch::mm(a, b), 1e-5, "first");
+    if (n > 1) expect_close(o2, torch::mm(c, d), 1e-5, "second");
+    if (n > 2) expect_close(o3, base + torch::mm(c, d), 1e-5, "third, accumulated");
+  }
+}
+
 TEST_F(Kernels, LinearValueAndGradients) {
   for (bool bias : {true, false}) {
     auto x = torch::randn({3, 37, 24}, torch::requires_grad());
@@ -136,8 +151,13 @@ TEST_F(Kernels, WholeModelLossAndGradientsMatchThePlainOps) {
   auto x = torch::randint(97, {5, 24}), y = torch::randint(97, {5, 24});
   std::vector<torch::Tensor> grads[2];
   double losses[2];
+  torch::Tensor logits[2];
   for (int fused : {0, 1}) {
     kn::set_mode(fused ? kn::Mode::kFused : kn::Mode::kPlain);
+    {
+      torch::NoGradGuard no_grad;
+      logits[fused] = m->forward(x);
+    }
     m->zero_grad();
     auto loss = m->loss(x, y);
     loss.backward();
@@ -145,6 +165,11 @@ TEST_F(Kernels, WholeModelLossAndGradientsMatchThePlainOps) {
     for (auto& p : m->parameters()) grads[fused].push_back(p.grad().clone());
   }
   EXPECT_NEAR(losses[0], losses[1], 1e-5);
+  expect_close(logits[1], logits[0], 1e-5, "logits");
+  // The cached decoder (always the plain ops) continues where the fused forward's logits say.
+  model::KvCache cache;
+  auto step_logits = m->forward_cached(x.narrow(0, 0, 1), cache);  // (1,V): the last position
+  expect_close(step_logits, logits[1].select(0, 0).select(0, 23).unsqueeze(0), 1e-5, "cached decoder");
   for (size_t i = 0; i < grads[0].size(); ++i) expect_close(grads[1][i], grads[0][i], 1e-5, "parameter " + std::to_string(i));
 }
 

@@ -36,14 +36,16 @@ variable_list linear_backward(AutogradContext* ctx, const at::Tensor& grad, bool
   const at::Tensor& w = saved[1];
   const at::Tensor g = grad.contiguous();  // (N,out)
   at::Tensor dx, dw, db;
+  std::vector<Product> products;  // the two products at once, as equal halves of the work
   if (ctx->needs_input_grad(0)) {
     dx = at::empty_like(x2);
-    mm_into(dx, g, w);  // (N,out) @ (out,in)
+    products.push_back({dx, g, w});  // (N,out) @ (out,in)
   }
   if (ctx->needs_input_grad(1)) {
     dw = at::empty_like(w);
-    mm_into(dw, g.t(), x2);  // (out,N) @ (N,in)
+    products.push_back({dw, g.t(), x2});  // (out,N) @ (N,in)
   }
+  mm_all(products);
   if (!bias) return {dx, dw};
   if (ctx->needs_input_grad(2)) db = g.sum(0);
   return {dx, dw, db};
@@ -75,32 +77,49 @@ bool applies(const at::Tensor& x) {
 }
 
 void mm_into(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, bool accumulate) {
-  auto one = [accumulate](at::Tensor o, const at::Tensor& x, const at::Tensor& y) {
-    if (accumulate) {
-      o.addmm_(x, y);
+  std::vector<Product> one{{out, a, b, accumulate}};
+  mm_all(one);
+}
+
+void mm_all(const std::vector<Product>& products) {
+  struct Block {
+    const Product* p;
+    bool by_rows;
+    int64_t lo, n;
+  };
+  const int64_t threads = at::get_num_threads();
+  const auto count = static_cast<int64_t>(products.size());
+  std::vector<Block> blocks;
+  for (const Product& p : products) {
+    const int64_t M = p.a.size(0), K = p.a.size(1), N = p.b.size(1);
+    // Each product gets its share of the threads (all of them for one product, one each for two on two
+    // threads: a whole product per thread packs its operands once, where halves pack the shared one twice).
+    const int64_t share = (threads + count - 1) / count;
+    // Rows in multiples of 8 and columns in multiples of 16 keep every block on OpenBLAS's kernel tiles.
+    const bool by_rows = M >= N;
+    const int64_t len = by_rows ? M : N, align = by_rows ? 8 : 16;
+    const int64_t parts = M * N * K < kMinSplitWork ? 1 : std::min(share, std::max<int64_t>(1, len / align));
+    const int64_t size = ((len + parts - 1) / parts + align - 1) / align * align;
+    for (int64_t lo = 0; lo < len; lo += size) blocks.push_back({&p, by_rows, lo, std::min(size, len - lo)});
+  }
+  auto run = [](const Block& k) {
+    const Product& p = *k.p;
+    at::Tensor o = k.by_rows ? p.out.narrow(0, k.lo, k.n) : p.out.narrow(1, k.lo, k.n);
+    const at::Tensor a = k.by_rows ? p.a.narrow(0, k.lo, k.n) : p.a;
+    const at::Tensor b = k.by_rows ? p.b : p.b.narrow(1, k.lo, k.n);
+    if (p.accumulate) {
+      o.addmm_(a, b);
     } else {
-      at::mm_out(o, x, y);
+      at::mm_out(o, a, b);
     }
   };
-  const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
-  const int64_t threads = at::get_num_threads();
-  if (threads < 2 || at::in_parallel_region() || M * N * K < kMinSplitWork) return one(out, a, b);
-  // Rows in multiples of 8 and columns in multiples of 16 keep every block on OpenBLAS's kernel tiles.
-  const bool by_rows = M >= N;
-  const int64_t len = by_rows ? M : N, align = by_rows ? 8 : 16;
-  const int64_t parts = std::min(threads, std::max<int64_t>(1, len / align));
-  const int64_t size = ((len + parts - 1) / parts + align - 1) / align * align;
-  at::parallel_for(0, parts, 1, [&](int64_t begin, int64_t end) {
+  if (threads < 2 || blocks.size() < 2 || at::in_parallel_region()) {
+    for (const Block& k : blocks) run(k);
+    return;
+  }
+  at::parallel_for(0, static_cast<int64_t>(blocks.size()), 1, [&](int64_t begin, int64_t end) {
     const c10::AutoGradMode no_autograd(false);  // thread-local: off on the pool's threads too
-    for (int64_t p = begin; p < end; ++p) {
-      const int64_t lo = std::min(len, p * size), n = std::min(len, lo + size) - lo;
-      if (n == 0) continue;
-      if (by_rows) {
-        one(out.narrow(0, lo, n), a.narrow(0, lo, n), b);
-      } else {
-        one(out.narrow(1, lo, n), a, b.narrow(1, lo, n));
-      }
-    }
+    for (int64_t i = begin; i < end; ++i) run(blocks[static_cast<size_t>(i)]);
   });
 }
 

@@ -14,6 +14,8 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <vector>
+
 namespace lm::model::kernels {
 
 enum class Mode { kPlain, kFused };
@@ -30,6 +32,14 @@ bool applies(const at::Tensor& x);
 /// contiguous. No autograd.
 void mm_into(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, bool accumulate = false);
 at::Tensor mm(const at::Tensor& a, const at::Tensor& b);
+
+/// out = a @ b (or out += a @ b) for each; independent products run at the same time, each on its share
+/// of the threads (with two threads and two products, one whole product per thread).
+struct Product {
+  at::Tensor out, a, b;
+  bool accumulate = false;
+};
+void mm_all(const std::vector<Product>& products);
 
 /// x (..., in) W^T + b with autograd (b may be undefined); products through mm_into.
 at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
