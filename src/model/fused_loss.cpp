@@ -20,8 +20,8 @@ using torch::autograd::variable_list;
 // Rows of logits a thread holds at a time: 256 x V floats (8 MiB at V 8192), reused block after block.
 constexpr int64_t kRowsPerThread = 256;
 
-// Rows [lo, lo+n) of the block `lg` (its logits already in place): turns them into softmax - one-hot,
-// scaled by 1/N when `grad`, and returns the block's summed loss (log-sum-exp - target logit).
+// The rows of one thread's block `lg` (their logits already in place): turns them into softmax - one-hot,
+// scaled by 1/N, when `grad`, and returns the block's summed loss (log-sum-exp - target logit).
 double softmax_rows(at::Tensor lg, const at::Tensor& targets, int64_t N, bool grad) {
   const at::Tensor m = lg.amax(1, /*keepdim=*/true);       // (n,1)
   const at::Tensor target_logit = lg.gather(1, targets.unsqueeze(1));  // (n,1)

@@ -89,12 +89,12 @@ void mm_all(const std::vector<Product>& products) {
   };
   const int64_t threads = at::get_num_threads();
   const auto count = static_cast<int64_t>(products.size());
+  // Each product gets its share of the threads (all of them for one product, one each for two on two
+  // threads: a whole product per thread packs its operands once, where halves pack the shared one twice).
+  const int64_t share = (threads + count - 1) / count;
   std::vector<Block> blocks;
   for (const Product& p : products) {
     const int64_t M = p.a.size(0), K = p.a.size(1), N = p.b.size(1);
-    // Each product gets its share of the threads (all of them for one product, one each for two on two
-    // threads: a whole product per thread packs its operands once, where halves pack the shared one twice).
-    const int64_t share = (threads + count - 1) / count;
     // Rows in multiples of 8 and columns in multiples of 16 keep every block on OpenBLAS's kernel tiles.
     const bool by_rows = M >= N;
     const int64_t len = by_rows ? M : N, align = by_rows ? 8 : 16;
