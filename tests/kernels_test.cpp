@@ -119,7 +119,7 @@ TEST_F(Kernels, AttentionValueAndGradients) {
 }
 
 TEST_F(Kernels, HeadLossValueAndGradients) {
-  // 1,100 rows: more than one 2 x 256-row block and not a multiple of it; a frozen table (no weight gradient).
+  // 1,100 rows: more than one 2 x 512-row block and not a multiple of it; a frozen table (no weight gradient).
   for (bool weight_grad : {true, false}) {
     const int64_t N = 1100, C = 32, V = 301;
     auto h = torch::randn({N, C}, torch::requires_grad());
@@ -140,6 +140,28 @@ TEST_F(Kernels, HeadLossValueAndGradients) {
   auto y = torch::randint(50, {7, 11});
   EXPECT_NEAR(kn::next_token_loss(h.view({7, 11, 16}), w, y).item<double>(),
               model::chunked_next_token_loss(h, w, y).item<double>(), 1e-5);
+}
+
+TEST_F(Kernels, HeadLossOfAnAlmostImpossibleTarget) {
+  // Row 0's target logit lies ~300 nats below the row's maximum: its probability underflows float32, yet
+  // the loss stays finite and exact (the row's log-sum-exp is recomputed) and the gradients still match.
+  const int64_t C = 4, V = 5;
+  auto h = torch::tensor({{10.0f, 0.0f, 0.0f, 0.0f}, {0.1f, 0.2f, 0.3f, 0.4f}, {-0.5f, 0.5f, 0.0f, 1.0f}})
+               .requires_grad_();
+  auto w = torch::randn({V, C});
+  w[1] = torch::tensor({-15.0f, 0.0f, 0.0f, 0.0f});
+  w[2] = torch::tensor({15.0f, 0.0f, 0.0f, 0.0f});
+  auto w1 = w.clone().requires_grad_();
+  auto y = torch::tensor({int64_t{1}, int64_t{3}, int64_t{0}});
+  auto loss = kn::next_token_loss(h, w1, y);
+  loss.backward();
+  auto h2 = h.detach().clone().requires_grad_(), w2 = w.clone().requires_grad_();
+  auto want = model::chunked_next_token_loss(h2, w2, y, 256);
+  want.backward();
+  ASSERT_GT(want.item<double>(), 90.0);  // the underflowing row dominates the mean
+  EXPECT_NEAR(loss.item<double>(), want.item<double>(), 1e-4 * want.item<double>());
+  expect_close(h.grad(), h2.grad(), 1e-5, "dh");
+  expect_close(w1.grad(), w2.grad(), 1e-5, "dw");
 }
 
 TEST_F(Kernels, WholeModelLossAndGradientsMatchThePlainOps) {

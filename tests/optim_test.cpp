@@ -8,6 +8,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "test_util.h"
+#include "train/fused_adamw.h"
 #include "train/muon.h"
 #include "train/optimizer.h"
 #include "util/errors.h"
@@ -215,6 +216,58 @@ void expect_same_losses(const std::vector<std::string>& a, const std::vector<std
 
 // The default BLAS pool (every core) against the plain one-thread path: the same losses to 1e-4 for the
 // first 20 steps (only the summation order inside the matrix products may differ).
+TEST(FusedAdamW, StepsAsLibTorchsAdamW) {
+  // Two groups (decayed, undecayed), a parameter large enough to be cut between the threads, one without
+  // a gradient (no state), a changing lr and a gradient scale: parameters and state as LibTorch's step.
+  const int threads = torch::get_num_threads();
+  torch::set_num_threads(2);
+  torch::manual_seed(3);
+  const std::vector<std::vector<int64_t>> shapes{{300, 250}, {7, 5}, {250}, {13}};
+  std::vector<torch::Tensor> a, b;
+  for (const auto& s : shapes) {
+    a.push_back(torch::randn(s).requires_grad_());
+    b.push_back(a.back().detach().clone().requires_grad_());
+  }
+  auto make = [](const std::vector<torch::Tensor>& p) {
+    auto o = [](double wd) { return std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(1e-2).weight_decay(wd)); };
+    std::vector<torch::optim::OptimizerParamGroup> groups;
+    groups.emplace_back(std::vector<torch::Tensor>{p[0], p[1]}, o(0.1));
+    groups.emplace_back(std::vector<torch::Tensor>{p[2], p[3]}, o(0.0));
+    return torch::optim::AdamW(std::move(groups), torch::optim::AdamWOptions(1e-2));
+  };
+  auto fused = make(a), plain = make(b);
+  const float scale = 0.5f;
+  for (int step = 1; step <= 5; ++step) {
+    for (size_t i = 0; i + 1 < a.size(); ++i) {  // the last parameter never gets a gradient
+      auto g = torch::randn(a[i].sizes()) * 1e-2;
+      a[i].mutable_grad() = g.clone();
+      b[i].mutable_grad() = g * scale;
+    }
+    for (auto* o : {&fused, &plain}) {
+      for (auto& group : o->param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(1e-2 / step);
+    }
+    ASSERT_TRUE(train::fused_adamw_step(fused, scale));
+    plain.step();
+  }
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_LE((a[i] - b[i]).abs().max().item<double>(), 1e-6) << "parameter " << i;
+  }
+  EXPECT_EQ(fused.state().size(), 3u);  // the parameter without a gradient has no state, as in LibTorch
+  for (size_t i = 0; i + 1 < a.size(); ++i) {
+    const auto& sa = static_cast<torch::optim::AdamWParamState&>(*fused.state().at(checkpoint::state_key(fused.state(), a[i])));
+    const auto& sb = static_cast<torch::optim::AdamWParamState&>(*plain.state().at(checkpoint::state_key(plain.state(), b[i])));
+    EXPECT_EQ(sa.step(), sb.step());
+    EXPECT_LE((sa.exp_avg() - sb.exp_avg()).abs().max().item<double>(), 1e-7) << "exp_avg " << i;
+    EXPECT_LE((sa.exp_avg_sq() - sb.exp_avg_sq()).abs().max().item<double>(), 1e-9) << "exp_avg_sq " << i;
+  }
+  // amsgrad is not fused: nothing is changed and the caller is told to step LibTorch's way.
+  for (auto& group : fused.param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).amsgrad(true);
+  const auto before = a[0].detach().clone();
+  EXPECT_FALSE(train::fused_adamw_step(fused));
+  EXPECT_TRUE(torch::equal(a[0], before));
+  torch::set_num_threads(threads);
+}
+
 TEST(FastPath, TwoBlasThreadsFollowTheOneThreadLosses) {
   ScratchDir dir("blas_threads");
   std::vector<std::string> logs;

@@ -22,20 +22,6 @@ std::string dict_bytes(const c10::Dict<std::string, torch::Tensor>& dict) {
   return std::string(bytes.begin(), bytes.end());
 }
 
-// Key of a parameter in Optimizer::state(): LibTorch 1.13 uses the TensorImpl address printed as a string,
-// later versions the address itself; deduce which from the map type.
-template <typename Map>
-typename Map::key_type state_key(const Map&, const torch::Tensor& p) {
-  using K = typename Map::key_type;
-  if constexpr (std::is_same_v<K, std::string>) {
-    std::ostringstream ss;
-    ss << static_cast<const void*>(p.unsafeGetTensorImpl());
-    return ss.str();
-  } else {
-    return static_cast<K>(p.unsafeGetTensorImpl());
-  }
-}
-
 std::map<std::string, torch::Tensor> read_dict(const fs::path& p, const char* what) {
   std::string bytes = util::read_file(p, what);
   torch::IValue iv;

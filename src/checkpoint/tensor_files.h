@@ -7,11 +7,27 @@
 
 #include <filesystem>
 #include <map>
+#include <sstream>
 #include <string>
+#include <type_traits>
 
 #include "model/gpt.h"
 
 namespace lm::checkpoint {
+
+/// Key of a parameter in Optimizer::state(): LibTorch 1.13 uses the TensorImpl address printed as a string,
+/// later versions the address itself; deduced from the map type.
+template <typename Map>
+typename Map::key_type state_key(const Map&, const torch::Tensor& p) {
+  using K = typename Map::key_type;
+  if constexpr (std::is_same_v<K, std::string>) {
+    std::ostringstream ss;
+    ss << static_cast<const void*>(p.unsafeGetTensorImpl());
+    return ss.str();
+  } else {
+    return static_cast<K>(p.unsafeGetTensorImpl());
+  }
+}
 
 /// model.safetensors bytes: every registered parameter by checkpoint name (F32, CPU), the architecture
 /// JSON in the metadata as "lmtrain_arch".

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 
+#include "model/kernels.h"
+#include "train/fused_adamw.h"
+
 namespace lm::train {
 
 std::vector<torch::Tensor> DecayGroups::all() const {
@@ -68,7 +71,9 @@ void RunOptimizer::set_lr(double lr) {
 }
 
 void RunOptimizer::step() {
-  adamw_->step();
+  // run.kernels fused: the same AdamW update in one pass (train/fused_adamw.h); otherwise LibTorch's.
+  const bool fused = model::kernels::mode() == model::kernels::Mode::kFused && fused_adamw_step(*adamw_);
+  if (!fused) adamw_->step();
   if (muon_) muon_->step();
 }
 

@@ -4,7 +4,7 @@ namespace lm::train {
 
 double accumulate_gradients(model::GptImpl& model, data::Batcher& batcher, int64_t accum,
                             const std::function<void()>& before_last) {
-  model.zero_grad();
+  model.zero_grad(/*set_to_none=*/true);  // the first backward then takes its gradients instead of adding to zeros
   double mean_loss = 0.0;
   for (int64_t micro = 0; micro < accum; ++micro) {
     auto batch = batcher.next();

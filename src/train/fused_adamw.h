@@ -1,0 +1,17 @@
+// AdamW's step in one pass over every parameter (run.kernels: fused): the same update as
+// torch::optim::AdamW::step, on the same state (so checkpoints, resume and the plain path are unchanged),
+// but each element read and written once, on all of LibTorch's threads, instead of about ten LibTorch ops
+// per parameter tensor, each a pass over memory (docs/ARCHITECTURE.md "Threads and memory").
+#pragma once
+
+#include <torch/torch.h>
+
+namespace lm::train {
+
+/// Steps `opt` as opt.step() would, up to float rounding (the same formula, evaluated per element), when
+/// every parameter with a gradient is a contiguous CPU float32 tensor with a dense contiguous float32
+/// gradient and no group uses amsgrad; each element's gradient is multiplied by `grad_scale` first
+/// (gradient clipping folded in; 1 for none). Returns false and changes nothing otherwise.
+bool fused_adamw_step(torch::optim::AdamW& opt, float grad_scale = 1.0f);
+
+}  // namespace lm::train
