@@ -214,12 +214,14 @@ void expect_same_losses(const std::vector<std::string>& a, const std::vector<std
 
 }  // namespace
 
-// The default BLAS pool (every core) against the plain one-thread path: the same losses to 1e-4 for the
-// first 20 steps (only the summation order inside the matrix products may differ).
 TEST(FusedAdamW, StepsAsLibTorchsAdamW) {
   // Two groups (decayed, undecayed), a parameter large enough to be cut between the threads, one without
-  // a gradient (no state), a changing lr and a gradient scale: parameters and state as LibTorch's step.
-  const int threads = torch::get_num_threads();
+  // a gradient (no state), per-group betas and eps, a changing lr and a gradient scale: parameters and
+  // state as LibTorch's step.
+  struct Threads {
+    int before = torch::get_num_threads();
+    ~Threads() { torch::set_num_threads(before); }
+  } restore;
   torch::set_num_threads(2);
   torch::manual_seed(3);
   const std::vector<std::vector<int64_t>> shapes{{300, 250}, {7, 5}, {250}, {13}};
@@ -229,10 +231,13 @@ TEST(FusedAdamW, StepsAsLibTorchsAdamW) {
     b.push_back(a.back().detach().clone().requires_grad_());
   }
   auto make = [](const std::vector<torch::Tensor>& p) {
-    auto o = [](double wd) { return std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(1e-2).weight_decay(wd)); };
+    auto o = [](double wd, double b1, double b2, double eps) {
+      return std::make_unique<torch::optim::AdamWOptions>(
+          torch::optim::AdamWOptions(1e-2).weight_decay(wd).betas({b1, b2}).eps(eps));
+    };
     std::vector<torch::optim::OptimizerParamGroup> groups;
-    groups.emplace_back(std::vector<torch::Tensor>{p[0], p[1]}, o(0.1));
-    groups.emplace_back(std::vector<torch::Tensor>{p[2], p[3]}, o(0.0));
+    groups.emplace_back(std::vector<torch::Tensor>{p[0], p[1]}, o(0.1, 0.9, 0.95, 1e-8));
+    groups.emplace_back(std::vector<torch::Tensor>{p[2], p[3]}, o(0.0, 0.8, 0.99, 1e-3));
     return torch::optim::AdamW(std::move(groups), torch::optim::AdamWOptions(1e-2));
   };
   auto fused = make(a), plain = make(b);
@@ -265,9 +270,10 @@ TEST(FusedAdamW, StepsAsLibTorchsAdamW) {
   const auto before = a[0].detach().clone();
   EXPECT_FALSE(train::fused_adamw_step(fused));
   EXPECT_TRUE(torch::equal(a[0], before));
-  torch::set_num_threads(threads);
 }
 
+// The default BLAS pool (every core) against the plain one-thread path: the same losses to 1e-4 for the
+// first 20 steps (only the summation order inside the matrix products may differ).
 TEST(FastPath, TwoBlasThreadsFollowTheOneThreadLosses) {
   ScratchDir dir("blas_threads");
   std::vector<std::string> logs;

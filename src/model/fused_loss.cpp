@@ -18,10 +18,11 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// Rows of logits a thread holds at a time: 512 x V floats (16 MiB at V 8192), reused block after block.
-// Each block packs the head matrix for its two products, so larger blocks pack it less often per token
-// (512 rather than 256: 1.5% fewer of a config-S step's samples in OpenBLAS's packing).
-constexpr int64_t kRowsPerThread = 512;
+// Rows of logits a thread holds at a time: at most 512 and at most 16 MiB of floats (512 x V at V 8192),
+// reused block after block. Each block packs the head matrix for its two products, so larger blocks pack
+// it less often per token (512 rather than 256: 1.5% fewer of a config-S step's samples in OpenBLAS's
+// packing); the byte cap keeps a large vocabulary on many threads from allocating gigabytes.
+constexpr int64_t kRowsPerThread = 512, kBlockBytes = int64_t{16} << 20;
 
 // Probabilities below this are recomputed from the row's logits for the loss (-log of a denormal or zero
 // would be inexact or infinite).
@@ -41,7 +42,7 @@ double softmax_rows(at::Tensor lg, const at::Tensor& hb, const at::Tensor& w, co
   double loss = 0.0;
   for (int64_t r = 0; r < lg.size(0); ++r) {
     float& pt = p[r * V + y[r]];
-    if (pt >= kTinyProbability) {
+    if (pt >= kTinyProbability || std::isnan(pt)) {  // NaN (a diverged step): the loss says so, no detour
       loss -= std::log(static_cast<double>(pt));
     } else {
       const at::Tensor row = at::mv(w, hb[r]).to(at::kDouble);  // (V)
@@ -59,7 +60,8 @@ struct HeadLossFn : public torch::autograd::Function<HeadLossFn> {
                                const at::Tensor& y, bool want_h, bool want_w) {
     const int64_t N = h.size(0), V = w.size(0);
     const int64_t threads = std::max(1, at::get_num_threads());
-    const int64_t rows = std::min(N, kRowsPerThread * threads);
+    const int64_t per_thread = std::clamp<int64_t>(kBlockBytes / (V * static_cast<int64_t>(sizeof(float))), 8, kRowsPerThread);
+    const int64_t rows = std::min(N, per_thread * threads);
     at::Tensor buf = at::empty({rows, V}, h.options());
     at::Tensor dh = want_h ? at::empty_like(h) : at::Tensor();
     at::Tensor dw = want_w ? at::empty_like(w) : at::Tensor();
@@ -108,6 +110,10 @@ struct HeadLossFn : public torch::autograd::Function<HeadLossFn> {
 at::Tensor next_token_loss(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& targets) {
   const at::Tensor h = hidden.reshape({-1, hidden.size(-1)}).contiguous();
   const at::Tensor y = targets.reshape({-1}).to(at::kLong).contiguous();
+  // The softmax rows are indexed by target without a bounds check: say so here instead (token files are
+  // checked against the vocabulary when read; this guards any other caller).
+  TORCH_CHECK(y.numel() == 0 || (y.min().item<int64_t>() >= 0 && y.max().item<int64_t>() < weight.size(0)),
+              "next_token_loss: a target outside the vocabulary of ", weight.size(0));
   const bool grad = c10::GradMode::is_enabled();
   return HeadLossFn::apply(h, weight, y, grad && h.requires_grad(), grad && weight.requires_grad());
 }

@@ -65,6 +65,14 @@ bool fused_adamw_step(torch::optim::AdamW& opt, float grad_scale) {
       if (p.grad().defined() && !eligible(p)) return false;
     }
   }
+  // State loaded from a checkpoint is LibTorch's to interpret unless it has the parameter's layout.
+  for (const auto& [key, st] : opt.state()) {
+    const auto& a = static_cast<const torch::optim::AdamWParamState&>(*st);
+    for (const torch::Tensor* t : {&a.exp_avg(), &a.exp_avg_sq()}) {
+      if (!t->defined() || !t->device().is_cpu() || t->scalar_type() != torch::kFloat || !t->is_contiguous()) return false;
+    }
+    if (a.exp_avg().sizes() != a.exp_avg_sq().sizes()) return false;
+  }
   torch::NoGradGuard no_grad;
   auto& state = opt.state();
   std::vector<Segment> segs;
@@ -84,6 +92,7 @@ bool fused_adamw_step(torch::optim::AdamW& opt, float grad_scale) {
         it = state.emplace(key, std::move(st)).first;
       }
       auto& st = static_cast<torch::optim::AdamWParamState&>(*it->second);
+      TORCH_CHECK(st.exp_avg().sizes() == p.sizes(), "fused AdamW: state of another shape than its parameter");
       st.step(st.step() + 1);
       const auto step = static_cast<double>(st.step());
       const double bc1 = 1 - std::pow(beta1, step), bc2 = 1 - std::pow(beta2, step);

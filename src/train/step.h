@@ -9,7 +9,7 @@
 
 namespace lm::train {
 
-/// Zeroes the gradients, then runs `accum` micro-batches from `batcher` forward and backward, each loss
+/// Resets the gradients to none (undefined), then runs `accum` micro-batches from `batcher` forward and backward, each loss
 /// scaled by 1/accum, so the gradients equal those of one batch of accum x B sequences (the batcher's
 /// windows for micro-batches k*accum.. are exactly those of one big batch k). `before_last` runs right
 /// before the last micro-batch's backward pass (a multi-process run starts its all-reduces from there).
