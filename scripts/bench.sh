@@ -2,7 +2,7 @@
 # CPU time-to-quality benchmark (issue 14): the fp32 matrix-product ceiling, lmtrain's training step on configs
 # S, V-small and T-long, and the team's tuned PyTorch eager reference, in one invocation; prints tokens/s, the
 # ratio, model GFLOP/s and its fraction of the ceiling, and peak RSS. Output and command: docs/BENCHMARKS.md.
-# Usage: scripts/bench.sh [--steps N]
+# Usage: scripts/bench.sh [--steps N] [--repeats R]   (R alternated lmtrain/reference runs per config; medians)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh lmtrain

@@ -19,7 +19,12 @@ team's own tuned PyTorch eager reference of the same model and optimizer, in one
   Each reference runs in its own process so its peak RSS is its own.
 - Model FLOPs per token: 6 x (parameters except positions) + 12 x L x C x T (attention scores and values).
 
+- --repeats R: each config's lmtrain and reference runs alternate R times (lmtrain, reference, lmtrain, ...)
+  and the table shows the medians (peak RSS: the largest), with every run's figure on the next line; the
+  machine's speed drifts by 10-30% from minute to minute, and alternating keeps the drift on both sides.
+
 Usage: scripts/bench_cpu.py --lmtrain build/lmtrain [--steps 60] [--out build/bench] [--blas-threads N]
+       [--repeats R]
 """
 import argparse
 import json
@@ -164,6 +169,7 @@ def main():
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--out", default="build/bench")
     ap.add_argument("--blas-threads", type=int, default=os.cpu_count())
+    ap.add_argument("--repeats", type=int, default=1, help="alternated lmtrain/reference runs per config")
     ap.add_argument("--reference-only", help=argparse.SUPPRESS)  # internal: one reference in this process
     ap.add_argument("--ceiling-only", help=argparse.SUPPRESS)  # internal: the ceiling for N threads
     ap.add_argument("--split", action="store_true", help=argparse.SUPPRESS)  # internal: ... in row blocks
@@ -177,7 +183,8 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     import torch
     print(f"torch {torch.__version__} (LibTorch), {os.cpu_count()} vCPUs; lmtrain {args.lmtrain}; "
-          f"{args.steps} steps per config, tokens/s = median of 6 windows after warm-up")
+          f"{args.steps} steps per config, tokens/s = median of 6 windows after warm-up" +
+          (f"; median of {args.repeats} alternated lmtrain/reference runs per config" if args.repeats > 1 else ""))
     ceil = {}
     blas = args.blas_threads
     for t in sorted({1, 2, blas}):  # in a fresh process each: OpenBLAS sizes its pool from OPENBLAS_NUM_THREADS at load
@@ -201,14 +208,21 @@ def main():
           f"{'lmtrain GFLOP/s':>16} {'of ceiling':>10} {'ref GFLOP/s':>12} {'lmtrain RSS MiB':>16} {'ref RSS MiB':>12}")
     for name, cfg in CONFIGS.items():
         V, C, L, H, T, B = cfg
-        ours, ours_rss = lmtrain_run(args.lmtrain, args.out, name, *cfg, args.steps, blas)
         # The same BLAS pool size as lmtrain (torch.set_num_threads does not reach OpenBLAS's own pool).
         env = dict(os.environ, OPENBLAS_NUM_THREADS=str(blas), **MALLOC_ENV)
-        out, ref_rss = run_measured([sys.executable, __file__, "--reference-only", name, "--steps", str(args.steps)], env)
-        ref = json.loads(out.strip().splitlines()[-1])["tokens_per_s"]
+        runs = []  # (lmtrain tok/s, lmtrain RSS, reference tok/s, reference RSS) per repeat
+        for _ in range(max(1, args.repeats)):
+            ours, ours_rss = lmtrain_run(args.lmtrain, args.out, name, *cfg, args.steps, blas)
+            out, ref_rss = run_measured([sys.executable, __file__, "--reference-only", name, "--steps", str(args.steps)], env)
+            runs.append((ours, ours_rss, json.loads(out.strip().splitlines()[-1])["tokens_per_s"], ref_rss))
+        ours, ref = statistics.median(r[0] for r in runs), statistics.median(r[2] for r in runs)
+        ours_rss, ref_rss = max(r[1] for r in runs), max(r[3] for r in runs)
         f = model_flops_per_token(*cfg[:5])
         print(f"{name:<8} {V:>5} {T:>4} {B:>3} {ours:>14,.0f} {ref:>10,.0f} {ours / ref:>5.2f}x {ours * f / 1e9:>16.1f} "
               f"{ours * f / 1e9 / top:>9.0%} {ref * f / 1e9:>12.1f} {ours_rss:>16,.0f} {ref_rss:>12,.0f}")
+        if len(runs) > 1:
+            print(f"{'':<8} runs: lmtrain {' / '.join(f'{r[0]:,.0f}' for r in runs)}; reference "
+                  f"{' / '.join(f'{r[2]:,.0f}' for r in runs)}; ratios {' / '.join(f'{r[0] / r[2]:.2f}x' for r in runs)}")
         if name == "S":  # the same lmtrain on LibTorch's own ops and OpenBLAS's own threads
             plain, plain_rss = lmtrain_run(args.lmtrain, args.out, "S-plain", *cfg, args.steps, blas, kernels="plain")
             print(f"{'S plain':<8} {V:>5} {T:>4} {B:>3} {plain:>14,.0f} {'':>10} {plain / ref:>5.2f}x "
