@@ -112,8 +112,11 @@ at::Tensor next_token_loss(const at::Tensor& hidden, const at::Tensor& weight, c
   const at::Tensor y = targets.reshape({-1}).to(at::kLong).contiguous();
   // The softmax rows are indexed by target without a bounds check: say so here instead (token files are
   // checked against the vocabulary when read; this guards any other caller).
-  TORCH_CHECK(y.numel() == 0 || (y.min().item<int64_t>() >= 0 && y.max().item<int64_t>() < weight.size(0)),
-              "next_token_loss: a target outside the vocabulary of ", weight.size(0));
+  if (y.numel() > 0) {
+    const auto [lo, hi] = at::aminmax(y);  // one pass
+    TORCH_CHECK(lo.item<int64_t>() >= 0 && hi.item<int64_t>() < weight.size(0),
+                "next_token_loss: a target outside the vocabulary of ", weight.size(0));
+  }
   const bool grad = c10::GradMode::is_enabled();
   return HeadLossFn::apply(h, weight, y, grad && h.requires_grad(), grad && weight.requires_grad());
 }

@@ -30,7 +30,7 @@ struct Segment {
 
 // Elements [lo, hi) of one segment: the update of torch::optim::AdamW::step, op by op:
 // p *= decay; m = m*b1 + (1-b1)*g; v = v*b2 + (1-b2)*g*g; p += -step * (m / (sqrt(v)/sqrt_bc2 + eps)).
-void update(const Segment& s, int64_t lo, int64_t hi, float grad_scale) {
+void update(const Segment& s, int64_t lo, int64_t hi) {
   // Constants in locals and restrict pointers, so the loop vectorises (no store can change them).
   float* __restrict p = s.p;
   const float* __restrict g = s.g;
@@ -40,7 +40,7 @@ void update(const Segment& s, int64_t lo, int64_t hi, float grad_scale) {
   const float sqrt_bc2 = s.sqrt_bc2, eps = s.eps, neg_step = s.neg_step;
 #pragma omp simd
   for (int64_t i = lo; i < hi; ++i) {
-    const float gi = g[i] * grad_scale;
+    const float gi = g[i];
     const float mi = m[i] * b1 + c1 * gi;
     const float vi = v[i] * b2 + c2 * gi * gi;
     m[i] = mi;
@@ -58,7 +58,8 @@ bool eligible(const torch::Tensor& p) {
 
 }  // namespace
 
-bool fused_adamw_step(torch::optim::AdamW& opt, float grad_scale) {
+bool fused_adamw_step(torch::optim::AdamW& opt) {
+  auto& state = opt.state();
   for (auto& group : opt.param_groups()) {
     if (static_cast<const torch::optim::AdamWOptions&>(group.options()).amsgrad()) return false;
     for (const auto& p : group.params()) {
@@ -66,7 +67,7 @@ bool fused_adamw_step(torch::optim::AdamW& opt, float grad_scale) {
     }
   }
   // State loaded from a checkpoint is LibTorch's to interpret unless it has the parameter's layout.
-  for (const auto& [key, st] : opt.state()) {
+  for (const auto& [key, st] : state) {
     const auto& a = static_cast<const torch::optim::AdamWParamState&>(*st);
     for (const torch::Tensor* t : {&a.exp_avg(), &a.exp_avg_sq()}) {
       if (!t->defined() || !t->device().is_cpu() || t->scalar_type() != torch::kFloat || !t->is_contiguous()) return false;
@@ -74,7 +75,6 @@ bool fused_adamw_step(torch::optim::AdamW& opt, float grad_scale) {
     if (a.exp_avg().sizes() != a.exp_avg_sq().sizes()) return false;
   }
   torch::NoGradGuard no_grad;
-  auto& state = opt.state();
   std::vector<Segment> segs;
   std::vector<int64_t> starts{0};  // element offset of each segment in the concatenation
   for (auto& group : opt.param_groups()) {
@@ -109,7 +109,7 @@ bool fused_adamw_step(torch::optim::AdamW& opt, float grad_scale) {
     auto k = static_cast<size_t>(std::upper_bound(starts.begin(), starts.end(), begin) - starts.begin() - 1);
     for (; k < segs.size() && starts[k] < end; ++k) {
       const int64_t lo = std::max(begin, starts[k]) - starts[k], hi = std::min(end, starts[k + 1]) - starts[k];
-      update(segs[k], lo, hi, grad_scale);
+      update(segs[k], lo, hi);
     }
   });
   return true;

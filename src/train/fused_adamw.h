@@ -10,9 +10,8 @@ namespace lm::train {
 
 /// Steps `opt` as opt.step() would, up to float rounding (the same formula, evaluated per element), when
 /// every parameter with a gradient is a contiguous CPU float32 tensor with a dense contiguous float32
-/// gradient, every existing state tensor is contiguous CPU float32, and no group uses amsgrad; each
-/// element's gradient is multiplied by `grad_scale` first (a place to fold gradient clipping in; the
-/// trainer clips beforehand and passes 1). Returns false and changes nothing otherwise.
-bool fused_adamw_step(torch::optim::AdamW& opt, float grad_scale = 1.0f);
+/// gradient, every existing state tensor is contiguous CPU float32, and no group uses amsgrad. Returns
+/// false and changes nothing otherwise.
+bool fused_adamw_step(torch::optim::AdamW& opt);
 
 }  // namespace lm::train
