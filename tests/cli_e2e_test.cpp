@@ -137,4 +137,46 @@ TEST(CliEndToEnd, BadInputEndsWithOneClearLineAndAnExitCode) {
   EXPECT_NE(r.output.find("Exit codes"), std::string::npos);
 }
 
+// `lmtrain` is a small front without LibTorch (docs/ARCHITECTURE.md "Two executables"): `prepare` runs in
+// it and never loads LibTorch, yet writes what lmtrain_full writes and fails the way it fails; every other
+// command line goes to lmtrain_full; a front without lmtrain_full beside it says so.
+TEST(CliEndToEnd, PrepareRunsInTheFrontWithoutLibTorch) {
+  ScratchDir dir("front");
+  const std::string model = english_tokenizer_path().string(), input = data_file("tiny_en.txt").string();
+  const std::string full = LMTRAIN_FULL_BINARY;
+  // LD_DEBUG=libs makes ld.so name every library it loads (on stderr, merged into the output)
+  auto front = run_command("env LD_DEBUG=libs " + std::string(LMTRAIN_BINARY) + " -v prepare --tokenizer " + model +
+                           " --input " + input + " --output " + (dir / "front.bin").string());
+  ASSERT_EQ(front.exit_code, 0) << front.output;
+  EXPECT_EQ(front.output.find("libtorch"), std::string::npos) << "prepare loaded LibTorch";
+  EXPECT_NE(front.output.find("liblmtrain_spbridge"), std::string::npos) << front.output;
+  auto versus = run_command("env LD_DEBUG=libs " + std::string(LMTRAIN_BINARY) + " --version");
+  ASSERT_EQ(versus.exit_code, 0) << versus.output;
+  EXPECT_NE(versus.output.find("libtorch_cpu"), std::string::npos) << "the check above could not see LibTorch";
+  EXPECT_NE(versus.output.find("lmtrain 0.1.0"), std::string::npos) << versus.output;
+  auto r = run_command(full + " prepare --tokenizer " + model + " --input " + input + " --output " + (dir / "full.bin").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(slurp(dir / "front.bin"), slurp(dir / "full.bin"));
+  EXPECT_NE(r.output.find("tokens, 2-byte ids, vocab 128"), std::string::npos) << r.output;
+  EXPECT_NE(front.output.find("tokens, 2-byte ids, vocab 128"), std::string::npos) << front.output;
+
+  // the same errors, word for word, with the same exit codes
+  for (const std::string& args : {"prepare --tokenizer " + model + " --input " + (dir / "missing.txt").string() +
+                                      " --output " + (dir / "x.bin").string(),
+                                  std::string("prepare --tokenizer ") + model, std::string("prepare --no-such-flag")}) {
+    auto a = run_lmtrain(args), b = run_command(full + " " + args);
+    EXPECT_NE(a.exit_code, 0) << a.output;
+    EXPECT_EQ(a.exit_code, b.exit_code) << args;
+    EXPECT_EQ(a.output.substr(a.output.find("error: ")), b.output.substr(b.output.find("error: "))) << args;
+  }
+  EXPECT_FALSE(fs::exists(dir / "x.bin"));
+  EXPECT_EQ(run_lmtrain("prepare --help").output.substr(0, 60), run_command(full + " prepare --help").output.substr(0, 60));
+
+  // a front alone: every command but prepare needs lmtrain_full
+  fs::create_directories(dir / "alone");
+  fs::copy_file(LMTRAIN_BINARY, dir / "alone" / "lmtrain");
+  r = run_command((dir / "alone" / "lmtrain").string() + " --version");
+  expect_clean_failure(r, 1, "cannot start " + (dir / "alone" / "lmtrain_full").string());
+}
+
 }  // namespace lm::test

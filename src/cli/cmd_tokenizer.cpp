@@ -1,10 +1,9 @@
-// `lmtrain tokenizer train|encode|decode` and `lmtrain prepare`.
+// `lmtrain tokenizer train|stats|encode|decode` (`prepare` is in cmd_prepare.cpp).
 #include <iostream>
 #include <sstream>
 
 #include "cli/commands.h"
 #include "config/config.h"
-#include "data/prepare.h"
 #include "inspect/tokenizer_stats.h"
 #include "tokenizer/tokenizer.h"
 #include "util/errors.h"
@@ -167,23 +166,6 @@ void add_tokenizer_commands(CLI::App& app) {
   add_train_command(tokcmd);
   add_stats_command(tokcmd);
   add_codec_commands(tokcmd);
-}
-
-void add_data_commands(CLI::App& app) {
-  struct PrepOpts {
-    std::string tokenizer, input, output;
-  };
-  auto o = std::make_shared<PrepOpts>();
-  auto* prep = app.add_subcommand("prepare", "Encode a text corpus into a token file (one line = one unit + </s>)");
-  prep->add_option("--tokenizer", o->tokenizer, "tokenizer .model file")->required();
-  prep->add_option("--input", o->input, "UTF-8 text file")->required();
-  prep->add_option("--output", o->output, "token file to write (.bin)")->required();
-  prep->callback([o] {
-    tokenizer::Tokenizer tok(o->tokenizer);
-    auto info = data::prepare_corpus(o->input, tok, o->output);
-    std::cout << "wrote " << o->output << ": " << info.count << " tokens, " << info.id_bytes << "-byte ids, vocab "
-              << info.vocab_size << "\n";
-  });
 }
 
 }  // namespace lm::cli

@@ -17,7 +17,6 @@ class Tokenizer;
 namespace lm::cli {
 
 void add_tokenizer_commands(CLI::App& app);  ///< tokenizer train|stats|encode|decode (cmd_tokenizer.cpp)
-void add_data_commands(CLI::App& app);       ///< prepare (cmd_tokenizer.cpp)
 void add_train_commands(CLI::App& app, const util::Faults& faults);     ///< train (cmd_train.cpp)
 void add_finetune_commands(CLI::App& app, const util::Faults& faults);  ///< finetune (cmd_finetune.cpp)
 void add_sample_commands(CLI::App& app);      ///< sample (cmd_sample.cpp)

@@ -2,20 +2,12 @@
 
 #include <dlfcn.h>
 #include <sched.h>
-#include <torch/torch.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <thread>
 
 namespace lm::util {
-
-void set_compute_threads(int torch_threads, int blas_threads) {
-  torch::set_num_threads(torch_threads);
-  // Look the setter up at run time so the build does not depend on which BLAS Debian's alternatives chose.
-  using SetFn = void (*)(int);
-  if (auto fn = reinterpret_cast<SetFn>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) fn(blas_threads);
-}
 
 int usable_cores() {
   cpu_set_t set;

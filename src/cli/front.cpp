@@ -1,0 +1,44 @@
+#include "cli/front.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <string>
+
+#include "cli/app_base.h"
+#include "util/errors.h"
+#include "util/memory.h"
+
+namespace lm::cli {
+
+bool runs_in_front(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "-v" || arg == "--verbose") continue;
+    return arg == "prepare";
+  }
+  return false;
+}
+
+int run_front(int argc, char** argv) {
+  if (runs_in_front(argc, argv)) {
+    util::keep_freed_memory();
+    CLI::App app;
+    bool verbose = false;
+    describe_app(app, verbose);
+    add_data_commands(app);
+    return parse_and_run(app, argc, argv);
+  }
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  const std::string full = ((ec ? std::filesystem::path(".") : self.parent_path()) / kFullExecutable).string();
+  execv(full.c_str(), argv);  // returns only on failure
+  std::cerr << "error: [internal] cannot start " + full + ": " + std::strerror(errno) +
+                   ". Hint: it is built beside lmtrain (cmake --build build --target lmtrain).\n";
+  return static_cast<int>(ExitCode::kInternal);
+}
+
+}  // namespace lm::cli
