@@ -120,16 +120,18 @@ TEST_F(Kernels, AttentionValueAndGradients) {
 
 TEST_F(Kernels, HeadLossValueAndGradients) {
   // 1,100 rows: more than one 2 x 512-row block and not a multiple of it; a frozen table (no weight gradient).
-  for (bool weight_grad : {true, false}) {
+  // An incoming gradient of 1 hands the kept gradients over as they are; another (gradient accumulation's
+  // scaled loss) scales them.
+  for (auto [weight_grad, scale] : {std::pair{true, 1.0}, std::pair{true, 0.5}, std::pair{false, 0.5}}) {
     const int64_t N = 1100, C = 32, V = 301;
     auto h = torch::randn({N, C}, torch::requires_grad());
     auto w = (torch::randn({V, C}) * 0.5).requires_grad_(weight_grad);
     auto y = torch::randint(V, {N});
     auto loss = kn::next_token_loss(h, w, y);
-    (loss * 0.5).backward();  // a scaled loss (gradient accumulation) scales the kept gradients
+    (loss * scale).backward();
     auto h2 = h.detach().clone().requires_grad_(), w2 = w.detach().clone().requires_grad_(weight_grad);
     auto want = model::chunked_next_token_loss(h2, w2, y, 256);
-    (want * 0.5).backward();
+    (want * scale).backward();
     EXPECT_NEAR(loss.item<double>(), want.item<double>(), 1e-5);
     expect_close(h.grad(), h2.grad(), 1e-5, "dh");
     if (weight_grad) expect_close(w.grad(), w2.grad(), 1e-5, "dw");

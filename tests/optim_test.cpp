@@ -216,8 +216,8 @@ void expect_same_losses(const std::vector<std::string>& a, const std::vector<std
 
 TEST(FusedAdamW, StepsAsLibTorchsAdamW) {
   // Two groups (decayed, undecayed), a parameter large enough to be cut between the threads, one without
-  // a gradient (no state), per-group betas and eps and a changing lr: parameters and state as LibTorch's
-  // step.
+  // a gradient (no state), per-group betas and eps, a changing lr and gradient clipping: parameters and
+  // state as LibTorch's clip_grad_norm_ and step.
   struct Threads {
     int before = torch::get_num_threads();
     ~Threads() { torch::set_num_threads(before); }
@@ -250,7 +250,15 @@ TEST(FusedAdamW, StepsAsLibTorchsAdamW) {
     for (auto* o : {&fused, &plain}) {
       for (auto& group : o->param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(1e-2 / step);
     }
-    ASSERT_TRUE(train::fused_adamw_step(fused));
+    // gradient clipping on odd steps (the norm is ~2.7): the factor folded into the fused pass, against
+    // LibTorch's clip_grad_norm_ scaling the gradients before its step
+    const double max_norm = step % 2 ? 1.0 : 100.0;
+    const auto clip = train::grad_clip(a, max_norm);
+    EXPECT_EQ(clip.norm, torch::nn::utils::clip_grad_norm_(b, max_norm)) << "step " << step;
+    EXPECT_EQ(clip.factor_value == 1.0f, step % 2 == 0) << "step " << step;
+    const auto grad0 = a[0].grad().clone();
+    ASSERT_TRUE(train::fused_adamw_step(fused, clip.factor_value));
+    EXPECT_TRUE(torch::equal(a[0].grad(), grad0)) << "the fused step changed a gradient";
     plain.step();
   }
   for (size_t i = 0; i < a.size(); ++i) {

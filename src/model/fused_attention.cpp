@@ -7,6 +7,7 @@
 #include <ATen/Parallel.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -53,12 +54,20 @@ at::Tensor block_weights(const at::Tensor& pi, const QueryBlock& q) {
   return pi.narrow(0, q.offset, q.n * q.keys()).view({q.n, q.keys()});
 }
 
+// Sets the scores of keys after each query row (the future) to -inf: row r of block q sees keys [0, q.r0 + r].
+void mask_future(at::Tensor& s, const QueryBlock& q) {
+  float* d = s.data_ptr<float>();
+  const int64_t keys = q.keys();
+  for (int64_t r = 0; r < q.n; ++r) {
+    std::fill(d + r * keys + q.r0 + r + 1, d + (r + 1) * keys, -std::numeric_limits<float>::infinity());
+  }
+}
+
 struct AttentionFn : public torch::autograd::Function<AttentionFn> {
   // qkv (B,T,3C) contiguous -> y (B,T,C); keeps the attention weights (B*H, ragged blocks) for backward.
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& qkv, int64_t H) {
     const int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3, D = C / H;
     const double scale = 1.0 / std::sqrt(static_cast<double>(D));
-    const at::Tensor future = at::ones({T, T}, qkv.options().dtype(at::kBool)).triu(1);
     const auto blocks = query_blocks(T);
     at::Tensor p = at::empty({B * H, weights_per_pair(blocks)}, qkv.options());
     at::Tensor y = at::empty({B, T, C}, qkv.options());
@@ -72,9 +81,8 @@ struct AttentionFn : public torch::autograd::Function<AttentionFn> {
         at::Tensor yi = y.select(0, b).narrow(1, h * D, D);
         for (const QueryBlock& qb : blocks) {
           at::Tensor s = scores.narrow(0, 0, qb.n * qb.keys()).view({qb.n, qb.keys()});
-          at::mm_out(s, q.narrow(0, qb.r0, qb.n), k.narrow(0, 0, qb.keys()).t());
-          s.mul_(scale).masked_fill_(future.narrow(0, qb.r0, qb.n).narrow(1, 0, qb.keys()),
-                                     -std::numeric_limits<float>::infinity());
+          at::addmm_out(s, s, q.narrow(0, qb.r0, qb.n), k.narrow(0, 0, qb.keys()).t(), /*beta=*/0, /*alpha=*/scale);
+          mask_future(s, qb);
           at::Tensor w = block_weights(p.select(0, i), qb);
           at::_softmax_out(w, s, 1, false);
           at::Tensor yb = yi.narrow(0, qb.r0, qb.n);
@@ -99,7 +107,7 @@ struct AttentionFn : public torch::autograd::Function<AttentionFn> {
     at::Tensor dqkv = at::empty_like(qkv);
     at::parallel_for(0, B * H, 1, [&](int64_t begin, int64_t end) {
       const c10::AutoGradMode no_autograd(false);  // thread-local: off on the pool's threads too
-      at::Tensor buf = at::empty({kQueryBlock * T}, qkv.options());
+      at::Tensor buf = at::empty({kQueryBlock * T}, qkv.options()), dsbuf = at::empty({kQueryBlock * T}, qkv.options());
       for (int64_t i = begin; i < end; ++i) {
         const int64_t b = i / H, h = i % H;
         const at::Tensor rows = qkv.select(0, b), dyi = dy.select(0, b).narrow(1, h * D, D);  // dY (T,D)
@@ -113,10 +121,11 @@ struct AttentionFn : public torch::autograd::Function<AttentionFn> {
           at::Tensor dp = buf.narrow(0, 0, qb.n * qb.keys()).view({qb.n, qb.keys()});
           at::mm_out(dp, dyb, v.narrow(0, 0, qb.keys()).t());              // dP = dY V^T
           dv.narrow(0, 0, qb.keys()).addmm_(w.t(), dyb);                    // dV += P^T dY
-          const at::Tensor ds = at::_softmax_backward_data(dp, w, 1, at::kFloat).mul_(scale);  // masked: P = 0
+          at::Tensor ds = dsbuf.narrow(0, 0, qb.n * qb.keys()).view({qb.n, qb.keys()});
+          at::_softmax_backward_data_out(ds, dp, w, 1, at::kFloat);  // masked: P = 0
           at::Tensor dqb = dq.narrow(0, qb.r0, qb.n);
-          at::mm_out(dqb, ds, k.narrow(0, 0, qb.keys()));                   // dQ = dS K
-          dk.narrow(0, 0, qb.keys()).addmm_(ds.t(), q.narrow(0, qb.r0, qb.n));  // dK += dS^T Q
+          at::addmm_out(dqb, dqb, ds, k.narrow(0, 0, qb.keys()), /*beta=*/0, /*alpha=*/scale);  // dQ = dS K
+          dk.narrow(0, 0, qb.keys()).addmm_(ds.t(), q.narrow(0, qb.r0, qb.n), /*beta=*/1, /*alpha=*/scale);  // dK += dS^T Q
         }
       }
     });

@@ -30,7 +30,7 @@ constexpr float kTinyProbability = 1e-30f;
 
 // The rows of one thread's block `lg` (their logits already in place, from rows `hb` of the hidden states):
 // softmax in place, one row at a time while it sits in cache (ATen's vectorised kernel, serial inside a
-// parallel region); minus one at each target when `grad` (the 1/N is applied in backward). Returns the
+// parallel region); minus one at each target when `grad` (the 1/N is the gradient products' alpha). Returns the
 // block's summed loss, -log p(target) per row; a row whose target probability underflows gets its logits
 // again (one row-vector product) and an exact log-sum-exp.
 double softmax_rows(at::Tensor lg, const at::Tensor& hb, const at::Tensor& w, const at::Tensor& targets,
@@ -66,6 +66,7 @@ struct HeadLossFn : public torch::autograd::Function<HeadLossFn> {
     at::Tensor dh = want_h ? at::empty_like(h) : at::Tensor();
     at::Tensor dw = want_w ? at::empty_like(w) : at::Tensor();
     const at::Tensor wt = w.t();
+    const double inv_n = 1.0 / static_cast<double>(N);  // the gradients are of the mean: 1/N as BLAS alpha
     double total = 0.0;
     for (int64_t c0 = 0; c0 < N; c0 += rows) {
       const int64_t n = std::min(rows, N - c0);
@@ -84,23 +85,24 @@ struct HeadLossFn : public torch::autograd::Function<HeadLossFn> {
               softmax_rows(block, hc.narrow(0, lo, cnt), w, y.narrow(0, c0 + lo, cnt), want_h || want_w);
           if (want_h) {
             at::Tensor dh_block = dh.narrow(0, c0 + lo, cnt);
-            at::mm_out(dh_block, block, w);
+            at::addmm_out(dh_block, dh_block, block, w, /*beta=*/0, /*alpha=*/inv_n);
           }
         }
       });
       total += std::accumulate(sums.begin(), sums.end(), 0.0);
-      if (want_w) mm_into(dw, lg.t(), hc, /*accumulate=*/c0 > 0);  // (V,n) @ (n,C)
+      if (want_w) mm_into(dw, lg.t(), hc, /*accumulate=*/c0 > 0, inv_n);  // (V,n) @ (n,C)
     }
     ctx->save_for_backward({dh, dw});
-    ctx->saved_data["n"] = N;
     return at::full({}, total / static_cast<double>(N), h.options());
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
-    // The kept gradients are of the summed loss; the output is the mean.
-    const at::Tensor g = grads[0] / static_cast<double>(ctx->saved_data["n"].toInt());
-    auto scaled = [&](const at::Tensor& t) { return t.defined() ? t * g : t; };
+    // The kept gradients are of the mean loss. An incoming gradient of exactly 1 (a plain backward of the
+    // loss, one micro-batch) hands them over as they are: no pass over the V x C matrix.
+    const at::Tensor& g = grads[0];
+    const bool one = g.numel() == 1 && g.is_cpu() && g.item<double>() == 1.0;
+    auto scaled = [&](const at::Tensor& t) { return t.defined() && !one ? t * g : t; };
     return {scaled(saved[0]), scaled(saved[1]), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };

@@ -76,8 +76,8 @@ bool applies(const at::Tensor& x) {
   return mode() == Mode::kFused && x.device().is_cpu() && x.scalar_type() == at::kFloat;
 }
 
-void mm_into(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, bool accumulate) {
-  std::vector<Product> one{{out, a, b, accumulate}};
+void mm_into(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, bool accumulate, double alpha) {
+  std::vector<Product> one{{out, a, b, accumulate, alpha}};
   mm_all(one);
 }
 
@@ -108,9 +108,11 @@ void mm_all(const std::vector<Product>& products) {
     const at::Tensor a = k.by_rows ? p.a.narrow(0, k.lo, k.n) : p.a;
     const at::Tensor b = k.by_rows ? p.b : p.b.narrow(1, k.lo, k.n);
     if (p.accumulate) {
-      o.addmm_(a, b);
-    } else {
+      o.addmm_(a, b, /*beta=*/1, p.alpha);
+    } else if (p.alpha == 1.0) {
       at::mm_out(o, a, b);
+    } else {
+      at::addmm_out(o, o, a, b, /*beta=*/0, p.alpha);  // beta 0: o's old contents are not read
     }
   };
   if (threads < 2 || blocks.size() < 2 || at::in_parallel_region()) {

@@ -27,10 +27,10 @@ Mode mode();
 /// True when `x` should take the fused kernels: fused mode, a CPU float32 tensor.
 bool applies(const at::Tensor& x);
 
-/// out (M,N) = a (M,K) @ b (K,N), or out += a @ b when `accumulate`, split over LibTorch's threads along
-/// the longer of M and N. Any operand may be a transposed or narrowed view whose rows or columns are
-/// contiguous. No autograd.
-void mm_into(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, bool accumulate = false);
+/// out (M,N) = alpha a (M,K) @ b (K,N), or out += alpha a @ b when `accumulate`, split over LibTorch's
+/// threads along the longer of M and N. Any operand may be a transposed or narrowed view whose rows or
+/// columns are contiguous. No autograd.
+void mm_into(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, bool accumulate = false, double alpha = 1.0);
 at::Tensor mm(const at::Tensor& a, const at::Tensor& b);
 
 /// out = a @ b (or out += a @ b) for each; independent products run at the same time, each on its share
@@ -38,6 +38,7 @@ at::Tensor mm(const at::Tensor& a, const at::Tensor& b);
 struct Product {
   at::Tensor out, a, b;
   bool accumulate = false;
+  double alpha = 1.0;  ///< the product's scale (BLAS alpha: no extra pass)
 };
 void mm_all(const std::vector<Product>& products);
 

@@ -26,10 +26,12 @@ struct Segment {
   float sqrt_bc2;    // sqrt(1 - beta2^step)
   float eps;
   float neg_step;    // -lr / (1 - beta1^step)
+  float grad_scale;  // gradient clipping's factor
 };
 
 // Elements [lo, hi) of one segment: the update of torch::optim::AdamW::step, op by op:
-// p *= decay; m = m*b1 + (1-b1)*g; v = v*b2 + (1-b2)*g*g; p += -step * (m / (sqrt(v)/sqrt_bc2 + eps)).
+// g *= scale (clipping; kept in a register); p *= decay; m = m*b1 + (1-b1)*g; v = v*b2 + (1-b2)*g*g;
+// p += -step * (m / (sqrt(v)/sqrt_bc2 + eps)).
 void update(const Segment& s, int64_t lo, int64_t hi) {
   // Constants in locals and restrict pointers, so the loop vectorises (no store can change them).
   float* __restrict p = s.p;
@@ -37,10 +39,10 @@ void update(const Segment& s, int64_t lo, int64_t hi) {
   float* __restrict m = s.m;
   float* __restrict v = s.v;
   const float decay = s.decay, b1 = s.beta1, c1 = s.one_minus_beta1, b2 = s.beta2, c2 = s.one_minus_beta2;
-  const float sqrt_bc2 = s.sqrt_bc2, eps = s.eps, neg_step = s.neg_step;
+  const float sqrt_bc2 = s.sqrt_bc2, eps = s.eps, neg_step = s.neg_step, scale = s.grad_scale;
 #pragma omp simd
   for (int64_t i = lo; i < hi; ++i) {
-    const float gi = g[i];
+    const float gi = g[i] * scale;
     const float mi = m[i] * b1 + c1 * gi;
     const float vi = v[i] * b2 + c2 * gi * gi;
     m[i] = mi;
@@ -58,7 +60,7 @@ bool eligible(const torch::Tensor& p) {
 
 }  // namespace
 
-bool fused_adamw_step(torch::optim::AdamW& opt) {
+bool fused_adamw_step(torch::optim::AdamW& opt, float grad_scale) {
   auto& state = opt.state();
   for (auto& group : opt.param_groups()) {
     if (static_cast<const torch::optim::AdamWOptions&>(group.options()).amsgrad()) return false;
@@ -100,7 +102,7 @@ bool fused_adamw_step(torch::optim::AdamW& opt) {
                       st.exp_avg_sq().data_ptr<float>(), p.numel(), static_cast<float>(1 - o.lr() * o.weight_decay()),
                       static_cast<float>(beta1), static_cast<float>(1 - beta1), static_cast<float>(beta2),
                       static_cast<float>(1 - beta2), static_cast<float>(std::sqrt(bc2)), static_cast<float>(o.eps()),
-                      static_cast<float>(-o.lr() / bc1)});
+                      static_cast<float>(-o.lr() / bc1), grad_scale});
       starts.push_back(starts.back() + p.numel());
     }
   }

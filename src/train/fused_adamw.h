@@ -8,10 +8,11 @@
 
 namespace lm::train {
 
-/// Steps `opt` as opt.step() would, up to float rounding (the same formula, evaluated per element), when
-/// every parameter with a gradient is a contiguous CPU float32 tensor with a dense contiguous float32
-/// gradient, every existing state tensor is contiguous CPU float32, and no group uses amsgrad. Returns
-/// false and changes nothing otherwise.
-bool fused_adamw_step(torch::optim::AdamW& opt);
+/// Steps `opt` as opt.step() would after every gradient was multiplied by `grad_scale` (gradient
+/// clipping's factor; the gradients themselves are left as they are), up to float rounding (the same
+/// formula, evaluated per element), when every parameter with a gradient is a contiguous CPU float32 tensor
+/// with a dense contiguous float32 gradient, every existing state tensor is contiguous CPU float32, and no
+/// group uses amsgrad. Returns false and changes nothing otherwise.
+bool fused_adamw_step(torch::optim::AdamW& opt, float grad_scale = 1.0f);
 
 }  // namespace lm::train

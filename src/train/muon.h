@@ -37,6 +37,7 @@ class Muon {
   void set_lr(double lr) { lr_ = lr; }
   double lr() const { return lr_; }
   const std::vector<std::string>& names() const { return names_; }
+  const std::vector<torch::Tensor>& params() const { return params_; }
 
   /// Momentum buffers of the parameters that have one, keyed "<param name>.momentum_buffer" (CPU, contiguous).
   std::map<std::string, torch::Tensor> state() const;

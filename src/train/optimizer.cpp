@@ -70,11 +70,41 @@ void RunOptimizer::set_lr(double lr) {
   if (muon_) muon_->set_lr(lr * muon_lr_ratio_);
 }
 
-void RunOptimizer::step() {
-  // run.kernels fused: the same AdamW update in one pass (train/fused_adamw.h); otherwise LibTorch's.
-  const bool fused = model::kernels::mode() == model::kernels::Mode::kFused && fused_adamw_step(*adamw_);
-  if (!fused) adamw_->step();
-  if (muon_) muon_->step();
+GradClip grad_clip(const std::vector<torch::Tensor>& params, double max_norm) {
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> norms;
+  for (const auto& p : params) {
+    if (p.grad().defined()) norms.push_back(p.grad().norm(2));
+  }
+  GradClip out;
+  if (norms.empty()) return out;
+  const torch::Tensor total = norms.size() == 1 ? norms[0] : torch::stack(norms).norm(2);
+  out.factor = torch::clamp(max_norm / (total + 1e-6), c10::nullopt, 1.0);
+  out.norm = total.item<double>();
+  out.factor_value = out.factor.item<float>();
+  return out;
+}
+
+void RunOptimizer::step(const GradClip& clip) {
+  const bool scaled = clip.factor.defined() && clip.factor_value != 1.0f;
+  auto scale = [&](const std::vector<torch::Tensor>& params) {
+    torch::NoGradGuard no_grad;
+    for (const auto& p : params) {
+      if (scaled && p.grad().defined()) p.grad().mul_(clip.factor);
+    }
+  };
+  // run.kernels fused: the same AdamW update in one pass (train/fused_adamw.h), the factor applied as each
+  // gradient is read; otherwise the gradients scaled in place, then LibTorch's AdamW.
+  const bool fused = model::kernels::mode() == model::kernels::Mode::kFused &&
+                     fused_adamw_step(*adamw_, scaled ? clip.factor_value : 1.0f);
+  if (!fused) {
+    for (auto& group : adamw_->param_groups()) scale(group.params());
+    adamw_->step();
+  }
+  if (muon_) {
+    scale(muon_->params());
+    muon_->step();
+  }
 }
 
 void RunOptimizer::zero_grad() {

@@ -36,6 +36,17 @@ struct DecayGroups {
 DecayGroups split_decay_groups(const model::GptImpl& m, double embedding_lr_scale = 1.0,
                                const std::vector<std::string>& trainable_later = {}, bool muon = false);
 
+/// Gradient clipping's figures, as torch::nn::utils::clip_grad_norm_ computes them: the total 2-norm of
+/// the gradients (per-tensor norms, then the norm of those) and the factor min(1, max_norm / (norm + 1e-6))
+/// (a 0-dim tensor on the gradients' device, and its float value). Changes no gradient: RunOptimizer::step
+/// applies the factor. norm 0 and factor 1 when no parameter has a gradient.
+struct GradClip {
+  double norm = 0.0;
+  torch::Tensor factor;
+  float factor_value = 1.0f;
+};
+GradClip grad_clip(const std::vector<torch::Tensor>& params, double max_norm);
+
 /// AdamW over the decay, no-decay and embedding groups (empty ones left out) and, when the muon group is
 /// not empty, Muon over it. One step() steps both; set_lr sets both from the one schedule.
 class RunOptimizer {
@@ -45,7 +56,10 @@ class RunOptimizer {
   /// `lr` is train.lr's schedule at this step: AdamW groups get lr (the embedding group lr * scale), Muon
   /// gets lr * muon_lr / train.lr.
   void set_lr(double lr);
-  void step();
+  /// One update with every gradient taken times `clip.factor`: in the fused AdamW pass (run.kernels fused,
+  /// no Muon) as it reads each gradient, else by scaling the gradients first, as clip_grad_norm_ does.
+  /// The same numbers either way (one float product per element). Default: no clipping.
+  void step(const GradClip& clip = {});
   void zero_grad();
 
   const torch::optim::AdamW& adamw() const { return *adamw_; }

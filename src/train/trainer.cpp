@@ -110,9 +110,10 @@ class Trainer {
     const double loss = agreed.loss;
     window_comm_s_ += agreed.comm_seconds;
     const double clip = job_.train.grad_clip > 0 ? job_.train.grad_clip : std::numeric_limits<double>::infinity();
-    const double grad_norm = torch::nn::utils::clip_grad_norm_(params_, clip);
+    const GradClip clipped = grad_clip(params_, clip);  // the factor is applied by the step
+    const double grad_norm = clipped.norm;
     if (std::isfinite(loss) && std::isfinite(grad_norm)) {
-      opt_->step();
+      opt_->step(clipped);
       state_.consecutive_skips = 0;
     } else {
       skip_or_stop(loss, grad_norm);
