@@ -4,8 +4,9 @@ team's own tuned PyTorch eager reference of the same model and optimizer, in one
 
 - Ceiling: the best of 6 fp32 2048x2048 matrix products through the same LibTorch and OpenBLAS (Debian's
   python3-torch is the same LibTorch 1.13), for 1 and 2 OpenBLAS threads, and the same product as row blocks
-  on 2 threads each calling single-threaded OpenBLAS (lmtrain's fused kernels' way); "of ceiling" divides by
-  the best 2-thread figure.
+  on 2 threads each calling single-threaded OpenBLAS (lmtrain's fused kernels' way), measured at the start
+  and again (the 2-thread figures) right before every lmtrain run; "of ceiling" divides by the best 2-thread
+  figure of all of them, so a slow minute at the start cannot flatter lmtrain. The table is printed at the end.
 - lmtrain: `lmtrain train` on the KJV split (data/kjv) with its default run.kernels fused (the products split
   over --blas-threads LibTorch threads, OpenBLAS single-threaded per block), and config S once more with
   run.kernels plain (1 LibTorch thread, --blas-threads OpenBLAS threads: the path before the fused kernels);
@@ -74,6 +75,22 @@ def ceiling(threads, split=False):
             torch.mm(a, b, out=c)
         best = max(best, 2 * 2048 ** 3 / (time.perf_counter() - t0) / 1e9)
     return best
+
+
+def measure_ceiling(blas, only=None):
+    """The ceiling, each figure in a fresh process (OpenBLAS sizes its pool from OPENBLAS_NUM_THREADS at load):
+    ({threads: GFLOP/s} for 1, 2 and `blas` threads (or `only`), the `blas` single-threaded row blocks or None)."""
+    ceil = {}
+    for t in [only] if only else sorted({1, 2, blas}):
+        out, _ = run_measured([sys.executable, __file__, "--ceiling-only", str(t)],
+                              dict(os.environ, OPENBLAS_NUM_THREADS=str(t)))
+        ceil[t] = float(out.strip().splitlines()[-1])
+    split = None
+    if blas > 1:  # the same product as `blas` single-threaded OpenBLAS calls on row blocks, one per thread
+        out, _ = run_measured([sys.executable, __file__, "--ceiling-only", str(blas), "--split"],
+                              dict(os.environ, OPENBLAS_NUM_THREADS="1"))
+        split = float(out.strip().splitlines()[-1])
+    return ceil, split
 
 
 def reference(V, C, L, H, T, B, steps):
@@ -185,49 +202,50 @@ def main():
     print(f"torch {torch.__version__} (LibTorch), {os.cpu_count()} vCPUs; lmtrain {args.lmtrain}; "
           f"{args.steps} steps per config, tokens/s = median of 6 windows after warm-up" +
           (f"; median of {args.repeats} alternated lmtrain/reference runs per config" if args.repeats > 1 else ""))
-    ceil = {}
     blas = args.blas_threads
-    for t in sorted({1, 2, blas}):  # in a fresh process each: OpenBLAS sizes its pool from OPENBLAS_NUM_THREADS at load
-        out, _ = run_measured([sys.executable, __file__, "--ceiling-only", str(t)],
-                              dict(os.environ, OPENBLAS_NUM_THREADS=str(t)))
-        ceil[t] = float(out.strip().splitlines()[-1])
-    split = None
-    if blas > 1:  # the same product as `blas` single-threaded OpenBLAS calls on row blocks, one per thread
-        out, _ = run_measured([sys.executable, __file__, "--ceiling-only", str(blas), "--split"],
-                              dict(os.environ, OPENBLAS_NUM_THREADS="1"))
-        split = float(out.strip().splitlines()[-1])
+    ceil, split = measure_ceiling(blas)
     print("ceiling: fp32 2048x2048 matmul, best of 6: " +
           ", ".join(f"{g:.1f} GFLOP/s on {t} thread{'s' if t > 1 else ''}" for t, g in sorted(ceil.items())) +
           (f"; {split:.1f} as {blas} single-threaded row blocks" if split else ""))
-    top = max(ceil[blas], split or 0.0)
-    print(f"lmtrain: run.kernels fused (products split over {blas} LibTorch threads, each block one single-threaded "
-          f"OpenBLAS call); reference: 1 LibTorch thread, {blas} OpenBLAS thread{'s' if blas > 1 else ''}; "
-          f"'of ceiling' = lmtrain GFLOP/s / {top:.1f} (the best {blas}-thread figure above)")
-    print("model FLOPs/token = 6 x (parameters except positions) + 12 x L x C x T")
-    print(f"{'config':<8} {'V':>5} {'T':>4} {'B':>3} {'lmtrain tok/s':>14} {'ref tok/s':>10} {'ratio':>6} "
-          f"{'lmtrain GFLOP/s':>16} {'of ceiling':>10} {'ref GFLOP/s':>12} {'lmtrain RSS MiB':>16} {'ref RSS MiB':>12}")
+    tops = [max(ceil[blas], split or 0.0)]  # the best `blas`-thread figure, measured again before each lmtrain run
+    rows = []  # (label, V, T, B, lmtrain tok/s, ref tok/s or None, FLOPs/token, lmtrain RSS, ref RSS, note)
     for name, cfg in CONFIGS.items():
         V, C, L, H, T, B = cfg
         # The same BLAS pool size as lmtrain (torch.set_num_threads does not reach OpenBLAS's own pool).
         env = dict(os.environ, OPENBLAS_NUM_THREADS=str(blas), **MALLOC_ENV)
         runs = []  # (lmtrain tok/s, lmtrain RSS, reference tok/s, reference RSS) per repeat
         for _ in range(max(1, args.repeats)):
+            again, again_split = measure_ceiling(blas, only=blas)
+            tops.append(max(again[blas], again_split or 0.0))
             ours, ours_rss = lmtrain_run(args.lmtrain, args.out, name, *cfg, args.steps, blas)
             out, ref_rss = run_measured([sys.executable, __file__, "--reference-only", name, "--steps", str(args.steps)], env)
             runs.append((ours, ours_rss, json.loads(out.strip().splitlines()[-1])["tokens_per_s"], ref_rss))
         ours, ref = statistics.median(r[0] for r in runs), statistics.median(r[2] for r in runs)
-        ours_rss, ref_rss = max(r[1] for r in runs), max(r[3] for r in runs)
         f = model_flops_per_token(*cfg[:5])
-        print(f"{name:<8} {V:>5} {T:>4} {B:>3} {ours:>14,.0f} {ref:>10,.0f} {ours / ref:>5.2f}x {ours * f / 1e9:>16.1f} "
-              f"{ours * f / 1e9 / top:>9.0%} {ref * f / 1e9:>12.1f} {ours_rss:>16,.0f} {ref_rss:>12,.0f}")
+        note = ""
         if len(runs) > 1:
-            print(f"{'':<8} runs: lmtrain {' / '.join(f'{r[0]:,.0f}' for r in runs)}; reference "
-                  f"{' / '.join(f'{r[2]:,.0f}' for r in runs)}; ratios {' / '.join(f'{r[0] / r[2]:.2f}x' for r in runs)}")
+            note = (f"runs: lmtrain {' / '.join(f'{r[0]:,.0f}' for r in runs)}; reference "
+                    f"{' / '.join(f'{r[2]:,.0f}' for r in runs)}; ratios {' / '.join(f'{r[0] / r[2]:.2f}x' for r in runs)}")
+        rows.append((name, V, T, B, ours, ref, f, max(r[1] for r in runs), max(r[3] for r in runs), note))
         if name == "S":  # the same lmtrain on LibTorch's own ops and OpenBLAS's own threads
             plain, plain_rss = lmtrain_run(args.lmtrain, args.out, "S-plain", *cfg, args.steps, blas, kernels="plain")
-            print(f"{'S plain':<8} {V:>5} {T:>4} {B:>3} {plain:>14,.0f} {'':>10} {plain / ref:>5.2f}x "
-                  f"{plain * f / 1e9:>16.1f} {plain * f / 1e9 / top:>9.0%} {'':>12} {plain_rss:>16,.0f}   "
-                  f"(run.kernels plain: 1 LibTorch + {blas} OpenBLAS threads)")
+            rows.append(("S plain", V, T, B, plain, ref, f, plain_rss, None,
+                         f"(run.kernels plain: 1 LibTorch + {blas} OpenBLAS threads; ratio against the S reference)"))
+    top = max(tops)
+    print(f"ceiling again before each lmtrain run (best {blas}-thread figure): {' / '.join(f'{t:.1f}' for t in tops[1:])}")
+    print(f"lmtrain: run.kernels fused (products split over {blas} LibTorch threads, each block one single-threaded "
+          f"OpenBLAS call); reference: 1 LibTorch thread, {blas} OpenBLAS thread{'s' if blas > 1 else ''}; "
+          f"'of ceiling' = lmtrain GFLOP/s / {top:.1f} (the best {blas}-thread figure of all the measurements above)")
+    print("model FLOPs/token = 6 x (parameters except positions) + 12 x L x C x T")
+    print(f"{'config':<8} {'V':>5} {'T':>4} {'B':>3} {'lmtrain tok/s':>14} {'ref tok/s':>10} {'ratio':>6} "
+          f"{'lmtrain GFLOP/s':>16} {'of ceiling':>10} {'ref GFLOP/s':>12} {'lmtrain RSS MiB':>16} {'ref RSS MiB':>12}")
+    for label, V, T, B, ours, ref, f, ours_rss, ref_rss, note in rows:
+        plain = ref_rss is None
+        print(f"{label:<8} {V:>5} {T:>4} {B:>3} {ours:>14,.0f} {'' if plain else f'{ref:,.0f}':>10} {ours / ref:>5.2f}x "
+              f"{ours * f / 1e9:>16.1f} {ours * f / 1e9 / top:>9.0%} {'' if plain else f'{ref * f / 1e9:.1f}':>12} "
+              f"{ours_rss:>16,.0f} {'' if plain else f'{ref_rss:,.0f}':>12}" + (f"   {note}" if plain else ""))
+        if note and not plain:
+            print(f"{'':<8} {note}")
     adamw = lmtrain_run(args.lmtrain, args.out, "S", *CONFIGS["S"], args.steps, blas)[0]
     muon = lmtrain_run(args.lmtrain, args.out, "S-muon", *CONFIGS["S"], args.steps, blas, "muon")[0]
     print(f"config S with train.optimizer: muon (Newton-Schulz on the 16 block matrices each step): {muon:,.0f} "
