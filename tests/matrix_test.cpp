@@ -68,8 +68,9 @@ Ctx::Ctx(const std::string& name) : dir_("m-" + name) {}
 
 const fs::path& Ctx::base_run() {
   static const fs::path run = [] {
-    // One base per lmtrain build, shared by every case process; the first one trains it under a lock.
-    const auto stamp = fs::last_write_time(LMTRAIN_BINARY).time_since_epoch().count();
+    // One base per lmtrain build (the full executable trains it), shared by every case process; the first
+    // one trains it under a lock.
+    const auto stamp = fs::last_write_time(LMTRAIN_FULL_BINARY).time_since_epoch().count();
     const fs::path base = fs::temp_directory_path() / ("lmtrain-matrix-base-" + std::to_string(stamp));
     const int fd = ::open((base.string() + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     ::flock(fd, LOCK_EX);

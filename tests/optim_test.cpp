@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "checkpoint/checkpoint.h"
+#include "model/kernels.h"
 #include "test_util.h"
 #include "train/fused_adamw.h"
 #include "train/muon.h"
@@ -277,6 +278,47 @@ TEST(FusedAdamW, StepsAsLibTorchsAdamW) {
   const auto before = a[0].detach().clone();
   EXPECT_FALSE(train::fused_adamw_step(fused));
   EXPECT_TRUE(torch::equal(a[0], before));
+}
+
+// RunOptimizer::step with a clipping factor, on every path (the fused AdamW pass, LibTorch's AdamW, and
+// Muon beside either): the parameters clip_grad_norm_ followed by a plain step gives, exactly.
+TEST(FusedAdamW, ClippedStepsEqualClipGradNormThenStep) {
+  struct Mode {
+    model::kernels::Mode before = model::kernels::mode();
+    ~Mode() { model::kernels::set_mode(before); }
+  } restore;
+  for (const bool muon : {false, true}) {
+    for (const auto mode : {model::kernels::Mode::kFused, model::kernels::Mode::kPlain}) {
+      torch::manual_seed(31);
+      model::Gpt ours(tiny_config()), theirs(tiny_config());
+      {
+        torch::NoGradGuard no_grad;
+        for (auto& item : theirs->named_parameters()) item.value().copy_(ours->named_parameters()[item.key()]);
+      }
+      train::TrainConfig tc;
+      tc.optimizer = muon ? train::OptimizerKind::kMuon : train::OptimizerKind::kAdamW;
+      const auto ours_groups = train::split_decay_groups(*ours, 1.0, {}, muon);
+      const auto theirs_groups = train::split_decay_groups(*theirs, 1.0, {}, muon);
+      train::RunOptimizer ours_opt(ours_groups, tc), theirs_opt(theirs_groups, tc);
+      model::kernels::set_mode(mode);
+      for (int step = 1; step <= 3; ++step) {
+        for (auto& item : ours->named_parameters()) {
+          const auto g = torch::randn(item.value().sizes()) * (step == 2 ? 1e-4 : 1.0);  // step 2: under the clip norm
+          item.value().mutable_grad() = g.clone();
+          theirs->named_parameters()[item.key()].mutable_grad() = g.clone();
+        }
+        const auto clip = train::grad_clip(ours_groups.all(), 1.0);
+        EXPECT_EQ(clip.norm, torch::nn::utils::clip_grad_norm_(theirs_groups.all(), 1.0));
+        EXPECT_EQ(clip.factor_value == 1.0f, step == 2);
+        ours_opt.step(clip);
+        theirs_opt.step();
+      }
+      for (auto& item : ours->named_parameters()) {
+        EXPECT_TRUE(torch::equal(item.value(), theirs->named_parameters()[item.key()]))
+            << item.key() << (muon ? " muon" : " adamw") << (mode == model::kernels::Mode::kFused ? " fused" : " plain");
+      }
+    }
+  }
 }
 
 // The default BLAS pool (every core) against the plain one-thread path: the same losses to 1e-4 for the

@@ -32,9 +32,16 @@ int run_front(int argc, char** argv) {
     add_data_commands(app);
     return parse_and_run(app, argc, argv);
   }
+  // Beside this executable: /proc/self/exe, else argv[0] when it names a path; never the working directory.
   std::error_code ec;
-  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  const std::string full = ((ec ? std::filesystem::path(".") : self.parent_path()) / kFullExecutable).string();
+  std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec && argc > 0 && std::string(argv[0]).find('/') != std::string::npos) self = argv[0];
+  if (self.empty()) {
+    std::cerr << std::string("error: [internal] cannot find this executable's directory to start ") + kFullExecutable +
+                     ". Hint: run lmtrain by its path (e.g. build/lmtrain).\n";
+    return static_cast<int>(ExitCode::kInternal);
+  }
+  const std::string full = (self.parent_path() / kFullExecutable).string();
   execv(full.c_str(), argv);  // returns only on failure
   std::cerr << "error: [internal] cannot start " + full + ": " + std::strerror(errno) +
                    ". Hint: it is built beside lmtrain (cmake --build build --target lmtrain).\n";

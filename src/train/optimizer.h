@@ -58,7 +58,9 @@ class RunOptimizer {
   void set_lr(double lr);
   /// One update with every gradient taken times `clip.factor`: in the fused AdamW pass (run.kernels fused,
   /// no Muon) as it reads each gradient, else by scaling the gradients first, as clip_grad_norm_ does.
-  /// The same numbers either way (one float product per element). Default: no clipping.
+  /// The same numbers either way (one float product per element); only the gradients left behind differ
+  /// (unscaled after the fused pass), and nothing reads them before the next step resets them. Default: no
+  /// clipping.
   void step(const GradClip& clip = {});
   void zero_grad();
 
