@@ -88,9 +88,10 @@ GradClip grad_clip(const std::vector<torch::Tensor>& params, double max_norm) {
 void RunOptimizer::step(const GradClip& clip) {
   const bool scaled = clip.factor.defined() && clip.factor_value != 1.0f;
   auto scale = [&](const std::vector<torch::Tensor>& params) {
+    if (!scaled) return;
     torch::NoGradGuard no_grad;
     for (const auto& p : params) {
-      if (scaled && p.grad().defined()) p.grad().mul_(clip.factor);
+      if (p.grad().defined()) p.grad().mul_(clip.factor);
     }
   };
   // run.kernels fused: the same AdamW update in one pass (train/fused_adamw.h), the factor applied as each
