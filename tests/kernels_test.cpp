@@ -99,7 +99,7 @@ TEST_F(Kernels, LinearValueAndGradients) {
 }
 
 TEST_F(Kernels, AttentionValueAndGradients) {
-  const int64_t B = 3, T = 150, C = 24, H = 3, D = C / H;  // T: two query blocks, the second one short
+  const int64_t B = 3, T = 150, C = 24, H = 3, D = C / H;  // T: three query blocks, the last one short
   auto qkv = torch::randn({B, T, 3 * C}, torch::requires_grad());
   auto g = torch::randn({B, T, C});
   auto y = kn::causal_attention(qkv, H);
