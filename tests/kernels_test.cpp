@@ -98,6 +98,34 @@ TEST_F(Kernels, LinearValueAndGradients) {
   }
 }
 
+TEST_F(Kernels, LinearGeluValueAndGradients) {
+  // 111 rows: split by rows over the threads; 5 rows x 4096 outputs: split by columns, so the GELU runs on
+  // column blocks.
+  for (auto [rows, out] : {std::pair<int64_t, int64_t>{111, 56}, std::pair<int64_t, int64_t>{5, 4096}}) {
+    auto x = torch::randn({1, rows, 24}, torch::requires_grad());
+    auto w = torch::randn({out, 24}, torch::requires_grad());
+    auto b = torch::randn({out}, torch::requires_grad());
+    auto g = torch::randn({1, rows, out});
+    auto y = kn::linear_gelu(x, w, b);
+    (y * g).sum().backward();
+    auto x2 = x.detach().clone().requires_grad_(), w2 = w.detach().clone().requires_grad_();
+    auto b2 = b.detach().clone().requires_grad_();
+    auto want = torch::gelu(torch::nn::functional::linear(x2, w2, b2));
+    (want * g).sum().backward();
+    expect_close(y, want, 1e-5, "value");
+    expect_close(x.grad(), x2.grad(), 1e-5, "dx");
+    expect_close(w.grad(), w2.grad(), 1e-5, "dw");
+    expect_close(b.grad(), b2.grad(), 1e-5, "db");
+  }
+  // A frozen layer: no weight or bias gradient asked for, the input's still right.
+  auto x = torch::randn({64, 24}, torch::requires_grad());
+  auto w = torch::randn({56, 24}), b = torch::randn({56});
+  kn::linear_gelu(x, w, b).sum().backward();
+  auto x2 = x.detach().clone().requires_grad_();
+  torch::gelu(torch::nn::functional::linear(x2, w, b)).sum().backward();
+  expect_close(x.grad(), x2.grad(), 1e-5, "dx frozen");
+}
+
 TEST_F(Kernels, AttentionValueAndGradients) {
   const int64_t B = 3, T = 150, C = 24, H = 3, D = C / H;  // T: three query blocks, the last one short
   auto qkv = torch::randn({B, T, 3 * C}, torch::requires_grad());

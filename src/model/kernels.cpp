@@ -29,14 +29,11 @@ at::Tensor linear_forward(AutogradContext* ctx, const at::Tensor& x2, const at::
   return out;
 }
 
-// {dx, dw, db}; db only when `bias`. Only the gradients autograd asks for are computed.
-variable_list linear_backward(AutogradContext* ctx, const at::Tensor& grad, bool bias) {
-  const auto saved = ctx->get_saved_variables();
-  const at::Tensor& x2 = saved[0];
-  const at::Tensor& w = saved[1];
-  const at::Tensor g = grad.contiguous();  // (N,out)
-  at::Tensor dx, dw, db;
-  std::vector<Product> products;  // the two products at once, as equal halves of the work
+// {dx, dw} of y = x2 W^T from g = dL/dy (N,out) contiguous, the two products at once (equal halves of
+// the work); only the gradients autograd asks for are computed.
+variable_list linear_products(AutogradContext* ctx, const at::Tensor& g, const at::Tensor& x2, const at::Tensor& w) {
+  at::Tensor dx, dw;
+  std::vector<Product> products;
   if (ctx->needs_input_grad(0)) {
     dx = at::empty_like(x2);
     products.push_back({dx, g, w});  // (N,out) @ (out,in)
@@ -46,9 +43,17 @@ variable_list linear_backward(AutogradContext* ctx, const at::Tensor& grad, bool
     products.push_back({dw, g.t(), x2});  // (out,N) @ (N,in)
   }
   mm_all(products);
-  if (!bias) return {dx, dw};
-  if (ctx->needs_input_grad(2)) db = g.sum(0);
-  return {dx, dw, db};
+  return {dx, dw};
+}
+
+// {dx, dw, db}; db only when `bias`.
+variable_list linear_backward(AutogradContext* ctx, const at::Tensor& grad, bool bias) {
+  const auto saved = ctx->get_saved_variables();
+  const at::Tensor g = grad.contiguous();  // (N,out)
+  variable_list out = linear_products(ctx, g, saved[0], saved[1]);
+  if (!bias) return out;
+  out.push_back(ctx->needs_input_grad(2) ? g.sum(0) : at::Tensor());
+  return out;
 }
 
 struct LinearFn : public torch::autograd::Function<LinearFn> {
@@ -65,6 +70,48 @@ struct LinearNoBiasFn : public torch::autograd::Function<LinearNoBiasFn> {
     return linear_forward(ctx, x2, w, at::Tensor());
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) { return linear_backward(ctx, grads[0], false); }
+};
+
+// gelu(x2 W^T + b) for x2 (N,in); keeps x2, W and the pre-activation for backward.
+struct LinearGeluFn : public torch::autograd::Function<LinearGeluFn> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x2, const at::Tensor& w, const at::Tensor& b) {
+    at::Tensor pre = at::empty({x2.size(0), w.size(0)}, x2.options());
+    at::Tensor act = at::empty_like(pre);
+    pre.copy_(b.expand_as(pre));
+    auto gelu_block = [&](bool by_rows, int64_t lo, int64_t n) {
+      at::Tensor out = act.narrow(by_rows ? 0 : 1, lo, n);
+      at::gelu_out(out, pre.narrow(by_rows ? 0 : 1, lo, n));
+    };
+    mm_all({{pre, x2, w.t(), /*accumulate=*/true, 1.0, gelu_block}});
+    ctx->save_for_backward({x2, w, pre});
+    return act;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor& x2 = saved[0];
+    const at::Tensor& w = saved[1];
+    const at::Tensor& pre = saved[2];
+    const at::Tensor g = grads[0].contiguous();  // (N,out): the gradient of the activation
+    const int64_t N = g.size(0), threads = std::max(1, at::get_num_threads());
+    // The pre-activation's gradient, block by block, each block's column sums (its share of the bias
+    // gradient) taken while it is fresh; the shares are added afterwards.
+    at::Tensor dpre = at::empty_like(g);
+    const int64_t parts = std::max<int64_t>(1, std::min(threads, N / 8)), per = (N + parts - 1) / parts;
+    at::Tensor shares = at::empty({parts, g.size(1)}, g.options());
+    at::parallel_for(0, parts, 1, [&](int64_t begin, int64_t end) {
+      const c10::AutoGradMode no_autograd(false);  // thread-local: off on the pool's threads too
+      for (int64_t i = begin; i < end; ++i) {
+        const int64_t lo = std::min(N, i * per), n = std::min(N, lo + per) - lo;
+        at::Tensor d = dpre.narrow(0, lo, n), share = shares.select(0, i);
+        at::gelu_backward_out(d, g.narrow(0, lo, n), pre.narrow(0, lo, n));
+        share.copy_(d.sum(0));
+      }
+    });
+    variable_list out = linear_products(ctx, dpre, x2, w);
+    out.push_back(ctx->needs_input_grad(2) ? shares.sum(0) : at::Tensor());
+    return out;
+  }
 };
 
 }  // namespace
@@ -114,6 +161,7 @@ void mm_all(const std::vector<Product>& products) {
     } else {
       at::addmm_out(o, o, a, b, /*beta=*/0, p.alpha);  // beta 0: o's old contents are not read
     }
+    if (p.after) p.after(k.by_rows, k.lo, k.n);
   };
   if (threads < 2 || blocks.size() < 2 || at::in_parallel_region()) {
     for (const Block& k : blocks) run(k);
@@ -129,6 +177,12 @@ at::Tensor mm(const at::Tensor& a, const at::Tensor& b) {
   at::Tensor out = at::empty({a.size(0), b.size(1)}, a.options());
   mm_into(out, a, b);
   return out;
+}
+
+at::Tensor linear_gelu(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+  auto sizes = x.sizes().vec();
+  sizes.back() = weight.size(0);
+  return LinearGeluFn::apply(x.reshape({-1, x.size(-1)}), weight, bias).view(sizes);
 }
 
 at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {

@@ -14,6 +14,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <functional>
 #include <vector>
 
 namespace lm::model::kernels {
@@ -39,11 +40,19 @@ struct Product {
   at::Tensor out, a, b;
   bool accumulate = false;
   double alpha = 1.0;  ///< the product's scale (BLAS alpha: no extra pass)
+  /// Run by the thread that made a block of `out`, right after it (while the block is fresh in cache):
+  /// the block's rows [lo, lo + n) when `by_rows`, else its columns.
+  std::function<void(bool by_rows, int64_t lo, int64_t n)> after = nullptr;
 };
 void mm_all(const std::vector<Product>& products);
 
 /// x (..., in) W^T + b with autograd (b may be undefined); products through mm_into.
 at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
+
+/// gelu(x W^T + b) (the erf GELU) for x (..., in) with autograd, as torch::gelu(linear(x, weight, bias)):
+/// each thread applies the GELU to its block of the product as soon as the block is made, and in
+/// backward takes the GELU's derivative and its share of the bias gradient in one pass per block.
+at::Tensor linear_gelu(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
 
 /// Mean cross-entropy of hidden (B,T,C) or (N,C) @ weight^T (V,C) against targets, as
 /// chunked_next_token_loss, in one pass per row block: the logits of each block live only in a reused
