@@ -1,7 +1,7 @@
 // kernels::causal_attention: one (sequence, head) pair at a time per thread, straight from the fused qkv
 // projection's layout to the output's, with no transposed copies; queries in blocks of kQueryBlock rows,
 // each scored against the keys up to its last row only, so much of the masked upper triangle is never
-// computed (3/4 of the full T x T work at T 128, 5/8 at T 512). Heads are addressed by pointer arithmetic
+// computed (3/4 of the full T x T work at T 128, 9/16 at T 512). Heads are addressed by pointer arithmetic
 // on the qkv, output and weight buffers (a few tensor views per product, not a dozen per head).
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>

@@ -95,21 +95,22 @@ struct LinearGeluFn : public torch::autograd::Function<LinearGeluFn> {
     const at::Tensor g = grads[0].contiguous();  // (N,out): the gradient of the activation
     const int64_t N = g.size(0), threads = std::max(1, at::get_num_threads());
     // The pre-activation's gradient, block by block, each block's column sums (its share of the bias
-    // gradient) taken while it is fresh; the shares are added afterwards.
+    // gradient, when wanted) taken while it is fresh; the shares are added afterwards.
     at::Tensor dpre = at::empty_like(g);
     const int64_t parts = std::max<int64_t>(1, std::min(threads, N / 8)), per = (N + parts - 1) / parts;
-    at::Tensor shares = at::empty({parts, g.size(1)}, g.options());
+    const bool want_bias = ctx->needs_input_grad(2);
+    at::Tensor shares = want_bias ? at::empty({parts, g.size(1)}, g.options()) : at::Tensor();
     at::parallel_for(0, parts, 1, [&](int64_t begin, int64_t end) {
       const c10::AutoGradMode no_autograd(false);  // thread-local: off on the pool's threads too
       for (int64_t i = begin; i < end; ++i) {
         const int64_t lo = std::min(N, i * per), n = std::min(N, lo + per) - lo;
-        at::Tensor d = dpre.narrow(0, lo, n), share = shares.select(0, i);
+        at::Tensor d = dpre.narrow(0, lo, n);
         at::gelu_backward_out(d, g.narrow(0, lo, n), pre.narrow(0, lo, n));
-        share.copy_(d.sum(0));
+        if (want_bias) shares.select(0, i).copy_(d.sum(0));
       }
     });
     variable_list out = linear_products(ctx, dpre, x2, w);
-    out.push_back(ctx->needs_input_grad(2) ? shares.sum(0) : at::Tensor());
+    out.push_back(want_bias ? shares.sum(0) : at::Tensor());
     return out;
   }
 };
@@ -180,6 +181,7 @@ at::Tensor mm(const at::Tensor& a, const at::Tensor& b) {
 }
 
 at::Tensor linear_gelu(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+  TORCH_CHECK(bias.defined(), "linear_gelu: the layer needs a bias");  // autograd takes no undefined input
   auto sizes = x.sizes().vec();
   sizes.back() = weight.size(0);
   return LinearGeluFn::apply(x.reshape({-1, x.size(-1)}), weight, bias).view(sizes);
