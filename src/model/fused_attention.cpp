@@ -40,9 +40,12 @@ at::Tensor view_of(const Mat& x, int64_t rows, int64_t cols) {
 // Row-major c (M x N, rows ldc apart) = alpha op(a) op(b) + beta c, op(a) M x K and op(b) K x N, on the
 // calling thread; beta 0 ignores c's old contents.
 void gemm(int64_t M, int64_t N, int64_t K, float alpha, const Mat& a, const Mat& b, float beta, float* c, int64_t ldc) {
-  at::Tensor out = at::from_blob(c, {M, N}, {ldc, 1}, at::kFloat);
+  at::Tensor out = view_of({c, ldc}, M, N);
   at::addmm_out(out, out, view_of(a, M, K), view_of(b, K, N), beta, alpha);
 }
+
+// Where pair i (sequence i / H, head i % H) starts in a (B,T,width) buffer whose heads are D columns wide.
+int64_t head_at(int64_t i, int64_t H, int64_t T, int64_t width, int64_t D) { return (i / H) * T * width + (i % H) * D; }
 
 // Query block i holds rows [r0, r0 + n) and sees keys [0, r0 + n). Its attention weights are stored
 // contiguously (n x (r0+n)), block after block: `offset` floats into a pair's weights.
@@ -95,9 +98,9 @@ struct AttentionFn : public torch::autograd::Function<AttentionFn> {
       at::Tensor scores = at::empty({kQueryBlock * T}, qkv.options());
       for (int64_t i = begin; i < end; ++i) {
         // Head h of sequence b: q, k, v are (T,D) with rows L apart; its output (T,D) with rows C apart.
-        const float* q = qkv_p + (i / H) * T * L + (i % H) * D;
+        const float* q = qkv_p + head_at(i, H, T, L, D);
         const float *k = q + C, *v = q + 2 * C;
-        float* yi = y_p + (i / H) * T * C + (i % H) * D;
+        float* yi = y_p + head_at(i, H, T, C, D);
         for (const QueryBlock& qb : blocks) {
           at::Tensor s = scores.narrow(0, 0, qb.n * qb.keys()).view({qb.n, qb.keys()});
           gemm(qb.n, qb.keys(), D, scale, {q + qb.r0 * L, L}, {k, L, true}, 0.f, s.data_ptr<float>(), qb.keys());
@@ -129,11 +132,10 @@ struct AttentionFn : public torch::autograd::Function<AttentionFn> {
       const c10::AutoGradMode no_autograd(false);  // thread-local: off on the pool's threads too
       at::Tensor buf = at::empty({kQueryBlock * T}, qkv.options()), dsbuf = at::empty({kQueryBlock * T}, qkv.options());
       for (int64_t i = begin; i < end; ++i) {
-        const int64_t at_qkv = (i / H) * T * L + (i % H) * D;
-        const float* q = qkv_p + at_qkv;
+        const float* q = qkv_p + head_at(i, H, T, L, D);
         const float *k = q + C, *v = q + 2 * C;
-        const float* dyi = dy_p + (i / H) * T * C + (i % H) * D;  // dY (T,D), rows C apart
-        float* dq = dqkv_p + at_qkv;
+        const float* dyi = dy_p + head_at(i, H, T, C, D);  // dY (T,D), rows C apart
+        float* dq = dqkv_p + head_at(i, H, T, L, D);
         float *dk = dq + C, *dv = dq + 2 * C;
         // Keys and values collect from every query block that sees them. The last block sees all keys:
         // taken first, it writes the whole of dK and dV (beta 0), and the others add to them.

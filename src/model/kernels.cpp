@@ -93,21 +93,16 @@ struct LinearGeluFn : public torch::autograd::Function<LinearGeluFn> {
     const at::Tensor& w = saved[1];
     const at::Tensor& pre = saved[2];
     const at::Tensor g = grads[0].contiguous();  // (N,out): the gradient of the activation
-    const int64_t N = g.size(0), threads = std::max(1, at::get_num_threads());
-    // The pre-activation's gradient, block by block, each block's column sums (its share of the bias
-    // gradient, when wanted) taken while it is fresh; the shares are added afterwards.
+    // The pre-activation's gradient, a range of rows per thread, each range's column sums (the thread's
+    // share of the bias gradient, when wanted) taken while it is fresh; the shares are added afterwards.
     at::Tensor dpre = at::empty_like(g);
-    const int64_t parts = std::max<int64_t>(1, std::min(threads, N / 8)), per = (N + parts - 1) / parts;
     const bool want_bias = ctx->needs_input_grad(2);
-    at::Tensor shares = want_bias ? at::empty({parts, g.size(1)}, g.options()) : at::Tensor();
-    at::parallel_for(0, parts, 1, [&](int64_t begin, int64_t end) {
+    at::Tensor shares = want_bias ? at::zeros({at::get_num_threads(), g.size(1)}, g.options()) : at::Tensor();
+    at::parallel_for(0, g.size(0), /*grain_size=*/8, [&](int64_t begin, int64_t end) {
       const c10::AutoGradMode no_autograd(false);  // thread-local: off on the pool's threads too
-      for (int64_t i = begin; i < end; ++i) {
-        const int64_t lo = std::min(N, i * per), n = std::min(N, lo + per) - lo;
-        at::Tensor d = dpre.narrow(0, lo, n);
-        at::gelu_backward_out(d, g.narrow(0, lo, n), pre.narrow(0, lo, n));
-        if (want_bias) shares.select(0, i).copy_(d.sum(0));
-      }
+      at::Tensor d = dpre.narrow(0, begin, end - begin);
+      at::gelu_backward_out(d, g.narrow(0, begin, end - begin), pre.narrow(0, begin, end - begin));
+      if (want_bias) shares.select(0, at::get_thread_num()).add_(d.sum(0));
     });
     variable_list out = linear_products(ctx, dpre, x2, w);
     out.push_back(want_bias ? shares.sum(0) : at::Tensor());

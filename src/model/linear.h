@@ -8,11 +8,14 @@
 
 namespace lm::model {
 
+/// True when x (..., in) holds one row: decoding's case, which fast_linear serves by a matrix-vector product.
+inline bool single_row(const torch::Tensor& x) { return x.numel() == x.size(-1); }
+
 /// Same value as torch::nn::functional::linear(x, weight, bias) for x (..., in). A single row goes
 /// through a matrix-vector product: OpenBLAS sgemm repacks the whole weight matrix on every call, which
 /// for one row costs more than the arithmetic (measured: the 8192x128 logits product went 4x faster).
 inline torch::Tensor fast_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias = {}) {
-  if (x.numel() != x.size(-1)) {
+  if (!single_row(x)) {
     return kernels::applies(x) ? kernels::linear(x, weight, bias) : torch::nn::functional::linear(x, weight, bias);
   }
   auto sizes = x.sizes().vec();
