@@ -18,6 +18,9 @@ team's own tuned PyTorch eager reference of the same model and optimizer, in one
   PyTorch's fastest split here: 2 LibTorch threads beside OpenBLAS's 2 fight for the cores; note that
   torch.set_num_threads does not reach OpenBLAS's pool), random ids (speed does not depend on the values).
   Each reference runs in its own process so its peak RSS is its own.
+- OpenBLAS kernels: every process runs the ones lmtrain runs (OPENBLAS_CORETYPE from the environment, else
+  lmtrain's own choice for the CPU, src/util/threads.h), and each lmtrain run's log must name the kernels the
+  ceiling ran, so the fraction never compares different kernels.
 - Model FLOPs per token: 6 x (parameters except positions) + 12 x L x C x T (attention scores and values).
 
 - --repeats R: each config's lmtrain and reference runs alternate R times (lmtrain, reference, lmtrain, ...)
@@ -31,6 +34,7 @@ import argparse
 import json
 import math
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -41,6 +45,8 @@ CONFIGS = {  # name: (V, C, L, H, T, B)
     "V-small": (1024, 256, 4, 4, 128, 16),
     "T-long": (8192, 256, 4, 4, 512, 4),
 }
+CEILING_CORE = None  # the OpenBLAS kernels the ceiling ran (every lmtrain run must report the same)
+
 MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(1 << 30),
               "MALLOC_TOP_PAD_": str(64 << 20)}
 
@@ -77,6 +83,30 @@ def ceiling(threads, split=False):
     return best
 
 
+def blas_core_name():
+    """The kernels the OpenBLAS loaded with torch runs (openblas_get_corename), or "?" when it cannot say."""
+    import ctypes
+    try:
+        fn = ctypes.CDLL("libblas.so.3").openblas_get_corename
+    except (OSError, AttributeError):
+        return "?"
+    fn.restype = ctypes.c_char_p
+    return fn().decode()
+
+
+def lmtrain_blas_core():
+    """The OPENBLAS_CORETYPE lmtrain's front sets here (src/util/threads.cpp): the environment's when set,
+    else SKYLAKEX on an AMD CPU with AVX-512, else none (OpenBLAS's own choice)."""
+    if os.environ.get("OPENBLAS_CORETYPE"):
+        return os.environ["OPENBLAS_CORETYPE"]
+    info = open("/proc/cpuinfo").read()
+    flags = re.search(r"^flags\s*:(.*)$", info, re.M)
+    wanted = {"avx512f", "avx512cd", "avx512bw", "avx512dq", "avx512vl"}
+    if "AuthenticAMD" in info and flags and wanted <= set(flags.group(1).split()):
+        return "SKYLAKEX"
+    return None
+
+
 def measure_ceiling(blas, only=None):
     """The ceiling, each figure in a fresh process (OpenBLAS sizes its pool from OPENBLAS_NUM_THREADS at load):
     ({threads: GFLOP/s} for 1, 2 and `blas` threads (or `only`), the `blas` single-threaded row blocks or None)."""
@@ -85,6 +115,8 @@ def measure_ceiling(blas, only=None):
         out, _ = run_measured([sys.executable, __file__, "--ceiling-only", str(t)],
                               dict(os.environ, OPENBLAS_NUM_THREADS=str(t)))
         ceil[t] = float(out.strip().splitlines()[-1])
+        global CEILING_CORE
+        CEILING_CORE = out.strip().splitlines()[-2]
     split = None
     if blas > 1:  # the same product as `blas` single-threaded OpenBLAS calls on row blocks, one per thread
         out, _ = run_measured([sys.executable, __file__, "--ceiling-only", str(blas), "--split"],
@@ -174,7 +206,11 @@ def lmtrain_run(exe, out, name, V, C, L, H, T, B, steps, blas, optimizer="adamw"
     prep = dict(sets, **{"train.max_steps": 1, "train.warmup_steps": 0})
     subprocess.run([exe, "train", "--overwrite"] + [a for k, v in prep.items() for a in ("--set", f"{k}={v}")],
                    check=True, capture_output=True)
-    _, rss = run_measured([exe, "train", "--overwrite"] + [a for k, v in sets.items() for a in ("--set", f"{k}={v}")])
+    log, rss = run_measured([exe, "train", "--overwrite"] + [a for k, v in sets.items() for a in ("--set", f"{k}={v}")])
+    kernels = re.search(r"OpenBLAS (\S+) kernels", log)
+    if CEILING_CORE and (not kernels or kernels.group(1).lower() != CEILING_CORE.lower()):
+        raise RuntimeError(f"lmtrain ran OpenBLAS {kernels.group(1) if kernels else '?'} kernels, the ceiling "
+                           f"{CEILING_CORE}: the fraction would compare different kernels")
     rates = [r["tokens_per_s"] for r in map(json.loads, open(os.path.join(run_dir, "metrics.jsonl")))
              if r["kind"] == "train"]
     return statistics.median(rates[1:] if len(rates) > 1 else rates), rss
@@ -192,12 +228,19 @@ def main():
     ap.add_argument("--split", action="store_true", help=argparse.SUPPRESS)  # internal: ... in row blocks
     args = ap.parse_args()
     if args.ceiling_only:
-        print(ceiling(int(args.ceiling_only), args.split))
+        gflops = ceiling(int(args.ceiling_only), args.split)
+        print(blas_core_name())
+        print(gflops)
         return
     if args.reference_only:
         print(json.dumps({"tokens_per_s": reference(*CONFIGS[args.reference_only], args.steps)}))
         return
     os.makedirs(args.out, exist_ok=True)
+    # Every process here (ceiling, lmtrain, reference) runs the OpenBLAS kernels lmtrain runs.
+    core = lmtrain_blas_core()
+    source = "from the environment" if os.environ.get("OPENBLAS_CORETYPE") else "lmtrain's choice for this CPU"
+    if core:
+        os.environ["OPENBLAS_CORETYPE"] = core
     import torch
     print(f"torch {torch.__version__} (LibTorch), {os.cpu_count()} vCPUs; lmtrain {args.lmtrain}; "
           f"{args.steps} steps per config, tokens/s = median of 6 windows after warm-up" +
@@ -207,6 +250,8 @@ def main():
     print("ceiling: fp32 2048x2048 matmul, best of 6: " +
           ", ".join(f"{g:.1f} GFLOP/s on {t} thread{'s' if t > 1 else ''}" for t, g in sorted(ceil.items())) +
           (f"; {split:.1f} as {blas} single-threaded row blocks" if split else ""))
+    print(f"OpenBLAS kernels: {CEILING_CORE} (" + (f"OPENBLAS_CORETYPE={core}, {source}" if core else "OpenBLAS's own choice") +
+          "; the same in every process of this benchmark)")
     tops = [max(ceil[blas], split or 0.0)]  # the best `blas`-thread figure, measured again before each lmtrain run
     rows = []  # (label, V, T, B, lmtrain tok/s, ref tok/s or None, FLOPs/token, lmtrain RSS, ref RSS, note)
     for name, cfg in CONFIGS.items():

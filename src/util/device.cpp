@@ -72,10 +72,12 @@ std::string precision_name(c10::ScalarType dtype) { return dtype == c10::kBFloat
 std::string describe_device(const c10::Device& device) {
   if (!device.is_cuda()) {
     const int n = torch::get_num_threads(), blas = blas_threads();
+    const std::string core = blas_core();
     const double ram = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGE_SIZE));
-    char buf[128];
-    std::snprintf(buf, sizeof buf, "cpu (%d thread%s, %d BLAS thread%s, %.1f GiB memory)", n, n == 1 ? "" : "s", blas,
-                  blas == 1 ? "" : "s", ram / (1024.0 * 1024.0 * 1024.0));
+    char buf[192];
+    std::snprintf(buf, sizeof buf, "cpu (%d thread%s, %d BLAS thread%s%s%s%s, %.1f GiB memory)", n, n == 1 ? "" : "s",
+                  blas, blas == 1 ? "" : "s", core.empty() ? "" : ", OpenBLAS ", core.c_str(),
+                  core.empty() ? "" : " kernels", ram / (1024.0 * 1024.0 * 1024.0));
     return buf;
   }
 #ifdef LMTRAIN_WITH_CUDA
