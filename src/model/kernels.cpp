@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <atomic>
 
+#include "model/simd.h"
+
 namespace lm::model::kernels {
 
 namespace {
@@ -46,13 +48,26 @@ variable_list linear_products(AutogradContext* ctx, const at::Tensor& g, const a
   return {dx, dw};
 }
 
+// The column sums of g (N,out) contiguous (a bias gradient): a range of rows per thread, each thread's sums
+// in its own row of shares, then added (simd.h); LibTorch's sum on a CPU without AVX2.
+at::Tensor column_sums(const at::Tensor& g) {
+  if (!simd_loops()) return g.sum(0);
+  const int64_t cols = g.size(1);
+  at::Tensor shares = at::zeros({at::get_num_threads(), cols}, g.options());
+  at::parallel_for(0, g.size(0), /*grain_size=*/8, [&](int64_t begin, int64_t end) {
+    add_column_sums(g.data_ptr<float>() + begin * cols, end - begin, cols,
+                    shares.data_ptr<float>() + at::get_thread_num() * cols);
+  });
+  return shares.sum(0);
+}
+
 // {dx, dw, db}; db only when `bias`.
 variable_list linear_backward(AutogradContext* ctx, const at::Tensor& grad, bool bias) {
   const auto saved = ctx->get_saved_variables();
   const at::Tensor g = grad.contiguous();  // (N,out)
   variable_list out = linear_products(ctx, g, saved[0], saved[1]);
   if (!bias) return out;
-  out.push_back(ctx->needs_input_grad(2) ? g.sum(0) : at::Tensor());
+  out.push_back(ctx->needs_input_grad(2) ? column_sums(g) : at::Tensor());
   return out;
 }
 
@@ -79,6 +94,8 @@ struct LinearGeluFn : public torch::autograd::Function<LinearGeluFn> {
     at::Tensor act = at::empty_like(pre);
     pre.copy_(b.expand_as(pre));
     auto gelu_block = [&](bool by_rows, int64_t lo, int64_t n) {
+      const int64_t cols = pre.size(1);  // a block of rows is contiguous: simd.h's loop when the CPU has AVX2
+      if (by_rows && gelu_forward(pre.data_ptr<float>() + lo * cols, act.data_ptr<float>() + lo * cols, n * cols)) return;
       at::Tensor out = act.narrow(by_rows ? 0 : 1, lo, n);
       at::gelu_out(out, pre.narrow(by_rows ? 0 : 1, lo, n));
     };
@@ -94,15 +111,23 @@ struct LinearGeluFn : public torch::autograd::Function<LinearGeluFn> {
     const at::Tensor& pre = saved[2];
     const at::Tensor g = grads[0].contiguous();  // (N,out): the gradient of the activation
     // The pre-activation's gradient, a range of rows per thread, each range's column sums (the thread's
-    // share of the bias gradient, when wanted) taken while it is fresh; the shares are added afterwards.
+    // share of the bias gradient, when wanted) taken in the same pass (simd.h); the shares are added
+    // afterwards.
     at::Tensor dpre = at::empty_like(g);
     const bool want_bias = ctx->needs_input_grad(2);
     at::Tensor shares = want_bias ? at::zeros({at::get_num_threads(), g.size(1)}, g.options()) : at::Tensor();
+    const int64_t cols = g.size(1);
     at::parallel_for(0, g.size(0), /*grain_size=*/8, [&](int64_t begin, int64_t end) {
       const c10::AutoGradMode no_autograd(false);  // thread-local: off on the pool's threads too
-      at::Tensor d = dpre.narrow(0, begin, end - begin);
+      at::Tensor share = want_bias ? shares.select(0, at::get_thread_num()) : at::Tensor();
+      const int64_t off = begin * cols;
+      if (gelu_backward_rows(g.data_ptr<float>() + off, pre.data_ptr<float>() + off, dpre.data_ptr<float>() + off,
+                             end - begin, cols, want_bias ? share.data_ptr<float>() : nullptr)) {
+        return;
+      }
+      at::Tensor d = dpre.narrow(0, begin, end - begin);  // a CPU without AVX2: LibTorch's ops
       at::gelu_backward_out(d, g.narrow(0, begin, end - begin), pre.narrow(0, begin, end - begin));
-      if (want_bias) shares.select(0, at::get_thread_num()).add_(d.sum(0));
+      if (want_bias) share.add_(d.sum(0));
     });
     variable_list out = linear_products(ctx, dpre, x2, w);
     out.push_back(want_bias ? shares.sum(0) : at::Tensor());

@@ -1,0 +1,154 @@
+#include "model/simd.h"
+
+#include <immintrin.h>
+
+#include <cmath>
+#include <vector>
+
+namespace lm::model::kernels {
+
+namespace {
+
+// Abramowitz & Stegun 7.1.26: erf(z) = 1 - t (a1 + t (a2 + t (a3 + t (a4 + t a5)))) exp(-z^2), t = 1/(1 + p z), z >= 0.
+constexpr float kP = 0.3275911f, kA1 = 0.254829592f, kA2 = -0.284496736f, kA3 = 1.421413741f,
+                kA4 = -1.453152027f, kA5 = 1.061405429f;
+constexpr float kSqrtHalf = 0.70710678118654752f, kInvSqrt2Pi = 0.39894228040143268f;
+
+// Phi(x) and exp(-x^2/2) one float at a time (what is left over after the 8-wide steps).
+float cdf_scalar(float x, float& e) {
+  const float z = std::fabs(x) * kSqrtHalf, t = 1.0f / (1.0f + kP * z);
+  e = std::exp(-0.5f * x * x);
+  const float erf_abs = 1.0f - t * (kA1 + t * (kA2 + t * (kA3 + t * (kA4 + t * kA5)))) * e;
+  return 0.5f * (1.0f + (x < 0 ? -erf_abs : erf_abs));
+}
+
+float gelu_grad_scalar(float g, float x) {
+  float e = 0.0f;
+  const float cdf = cdf_scalar(x, e);
+  return g * (cdf + x * e * kInvSqrt2Pi);
+}
+
+// exp(x) for 8 floats (Cephes' expf: x = n ln2 + r, e^r by a degree-6 polynomial, 2^n into the exponent);
+// below about -87.3 it gives 0, as the GELU wants.
+__attribute__((target("avx2,fma"))) __m256 exp8(__m256 x) {
+  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.33f)), _mm256_set1_ps(88.37f));
+  const __m256 n = _mm256_floor_ps(_mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), _mm256_set1_ps(0.5f)));
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 y = _mm256_set1_ps(1.9875691500e-4f);
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.3981999507e-3f));
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(8.3334519073e-3f));
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.1665795894e-2f));
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.6666665459e-1f));
+  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(5.0000001201e-1f));
+  y = _mm256_fmadd_ps(y, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+  const __m256i pow2 = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(y, _mm256_castsi256_ps(pow2));
+}
+
+// Phi(x) for 8 floats; `e` gets exp(-x^2/2).
+__attribute__((target("avx2,fma"))) __m256 cdf8(__m256 x, __m256& e) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  const __m256 z = _mm256_mul_ps(_mm256_andnot_ps(sign, x), _mm256_set1_ps(kSqrtHalf));
+  const __m256 t = _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_fmadd_ps(z, _mm256_set1_ps(kP), _mm256_set1_ps(1.0f)));
+  e = exp8(_mm256_mul_ps(_mm256_mul_ps(x, x), _mm256_set1_ps(-0.5f)));
+  __m256 p = _mm256_fmadd_ps(t, _mm256_set1_ps(kA5), _mm256_set1_ps(kA4));
+  p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(kA3));
+  p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(kA2));
+  p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(kA1));
+  const __m256 erf_abs = _mm256_fnmadd_ps(_mm256_mul_ps(p, t), e, _mm256_set1_ps(1.0f));
+  const __m256 erf = _mm256_or_ps(erf_abs, _mm256_and_ps(sign, x));  // erf is odd
+  return _mm256_mul_ps(_mm256_add_ps(erf, _mm256_set1_ps(1.0f)), _mm256_set1_ps(0.5f));
+}
+
+__attribute__((target("avx2,fma"))) __m256 gelu_grad8(__m256 g, __m256 x) {
+  __m256 e;
+  const __m256 cdf = cdf8(x, e);
+  return _mm256_mul_ps(g, _mm256_fmadd_ps(_mm256_mul_ps(x, e), _mm256_set1_ps(kInvSqrt2Pi), cdf));
+}
+
+__attribute__((target("avx2,fma"))) void gelu_forward_avx2(const float* x, float* y, int64_t n) {
+  const int64_t wide = n / 8 * 8;
+  for (int64_t i = 0; i < wide; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    __m256 e;
+    _mm256_storeu_ps(y + i, _mm256_mul_ps(v, cdf8(v, e)));
+  }
+  for (int64_t i = wide; i < n; ++i) {
+    float e = 0.0f;
+    y[i] = x[i] * cdf_scalar(x[i], e);
+  }
+}
+
+// Row r's values (8 at a time, then one at a time) into `block`, which is added to col_sums and zeroed every
+// 64 rows: one loop for the GELU derivative (`value` computes and stores dx) and for plain column sums.
+constexpr int64_t kSumRows = 64;
+
+template <typename Wide, typename One>
+__attribute__((target("avx2,fma"))) void rows_with_sums(int64_t rows, int64_t cols, float* col_sums, Wide wide8,
+                                                        One one) {
+  const int64_t wide = cols / 8 * 8;
+  std::vector<float> block(col_sums ? static_cast<size_t>(cols) : 0, 0.0f);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t o = r * cols;
+    for (int64_t j = 0; j < wide; j += 8) {
+      const __m256 d = wide8(o + j);
+      if (col_sums) _mm256_storeu_ps(&block[j], _mm256_add_ps(_mm256_loadu_ps(&block[j]), d));
+    }
+    for (int64_t j = wide; j < cols; ++j) {
+      const float d = one(o + j);
+      if (col_sums) block[j] += d;
+    }
+    if (col_sums && ((r + 1) % kSumRows == 0 || r + 1 == rows)) {
+      for (int64_t j = 0; j < cols; ++j) {
+        col_sums[j] += block[j];
+        block[j] = 0.0f;
+      }
+    }
+  }
+}
+
+__attribute__((target("avx2,fma"))) void gelu_backward_avx2(const float* g, const float* x, float* dx, int64_t rows,
+                                                             int64_t cols, float* col_sums) {
+  rows_with_sums(
+      rows, cols, col_sums,
+      [&](int64_t i) __attribute__((target("avx2,fma"))) {
+        const __m256 d = gelu_grad8(_mm256_loadu_ps(g + i), _mm256_loadu_ps(x + i));
+        _mm256_storeu_ps(dx + i, d);
+        return d;
+      },
+      [&](int64_t i) { return dx[i] = gelu_grad_scalar(g[i], x[i]); });
+}
+
+__attribute__((target("avx2,fma"))) void column_sums_avx2(const float* a, int64_t rows, int64_t cols, float* col_sums) {
+  rows_with_sums(
+      rows, cols, col_sums, [&](int64_t i) __attribute__((target("avx2,fma"))) { return _mm256_loadu_ps(a + i); },
+      [&](int64_t i) { return a[i]; });
+}
+
+}  // namespace
+
+bool simd_loops() {
+  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return yes;
+}
+
+bool gelu_forward(const float* x, float* y, int64_t n) {
+  if (!simd_loops()) return false;
+  gelu_forward_avx2(x, y, n);
+  return true;
+}
+
+bool gelu_backward_rows(const float* g, const float* x, float* dx, int64_t rows, int64_t cols, float* col_sums) {
+  if (!simd_loops()) return false;
+  gelu_backward_avx2(g, x, dx, rows, cols, col_sums);
+  return true;
+}
+
+bool add_column_sums(const float* a, int64_t rows, int64_t cols, float* col_sums) {
+  if (!simd_loops()) return false;
+  column_sums_avx2(a, rows, cols, col_sums);
+  return true;
+}
+
+}  // namespace lm::model::kernels
