@@ -229,6 +229,24 @@ TEST_F(Kernels, HeadLossOfAnAlmostImpossibleTarget) {
   EXPECT_THROW(kn::next_token_loss(h.detach(), w, torch::tensor({int64_t{-1}, int64_t{0}, int64_t{1}})), c10::Error);
 }
 
+// kernels::embedding: the rows of the table; its gradient added into the tied head's (a table used twice
+// and a repeated id), or a dense one of its own when no head gradient of that table is in the same pass.
+TEST_F(Kernels, EmbeddingGradientGoesIntoTheTiedHeads) {
+  auto table = torch::randn({11, 8}).requires_grad_(), plain = table.detach().clone().requires_grad_();
+  auto ids = torch::tensor({{1, 4, 4}, {0, 10, 1}});
+  auto x = kn::embedding(table, ids), want = torch::embedding(plain, ids);
+  expect_close(x, want, 0, "rows");
+  auto y = torch::tensor({{4, 4, 2}, {3, 1, 0}});
+  kn::next_token_loss(torch::tanh(x) * 2, table, y).backward();
+  model::chunked_next_token_loss(torch::tanh(want) * 2, plain, y).backward();
+  expect_close(table.grad(), plain.grad(), 1e-6, "tied table");
+  table.mutable_grad() = torch::Tensor();
+  plain.mutable_grad() = torch::Tensor();
+  (kn::embedding(table, ids) * 3).sum().backward();  // no head: a dense gradient of its own
+  (torch::embedding(plain, ids) * 3).sum().backward();
+  expect_close(table.grad(), plain.grad(), 0, "table alone");
+}
+
 TEST_F(Kernels, WholeModelLossAndGradientsMatchThePlainOps) {
   auto cfg = tiny_config(97);
   cfg.d_model = 32;

@@ -1,5 +1,6 @@
 // kernels::next_token_loss: the tied head's logits, softmax, loss and (when wanted) gradients, one row
-// block per thread.
+// block per thread; kernels::embedding, whose gradient rows go straight into the head's gradient of the
+// same (tied) table.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/csrc/autograd/custom_function.h>
@@ -7,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <utility>
 #include <vector>
 
 #include "model/kernels.h"
@@ -53,6 +55,16 @@ double softmax_rows(at::Tensor lg, const at::Tensor& hb, const at::Tensor& w, co
   return loss;
 }
 
+// The head's gradient of the table (as next_token_loss's backward hands it to autograd) until kernels::embedding's
+// backward, later in the same backward pass and on the same thread, adds its rows into it. Autograd sums
+// every gradient of the table in one buffer before it reaches the table's .grad, and holds this very tensor
+// there until the embedding's backward (an edge into the table) has run.
+struct TiedGradient {
+  const c10::TensorImpl* table = nullptr;
+  at::Tensor grad;
+};
+thread_local TiedGradient t_tied;
+
 struct HeadLossFn : public torch::autograd::Function<HeadLossFn> {
   // h (N,C) contiguous, w (V,C), y (N) int64 contiguous -> mean loss (); the gradients of h and w (when
   // wanted: autograd's grad mode is off in here, so the caller says) are computed here and kept.
@@ -93,6 +105,7 @@ struct HeadLossFn : public torch::autograd::Function<HeadLossFn> {
       if (want_w) mm_into(dw, lg.t(), hc, /*accumulate=*/c0 > 0, inv_n);  // (V,n) @ (n,C)
     }
     ctx->save_for_backward({dh, dw});
+    ctx->saved_data["table"] = w;  // which table dw belongs to (kernels::embedding adds into it)
     return at::full({}, total / static_cast<double>(N), h.options());
   }
 
@@ -103,11 +116,39 @@ struct HeadLossFn : public torch::autograd::Function<HeadLossFn> {
     const at::Tensor& g = grads[0];
     const bool one = g.numel() == 1 && g.is_cpu() && g.item<double>() == 1.0;
     auto scaled = [&](const at::Tensor& t) { return t.defined() && !one ? t * g : t; };
-    return {scaled(saved[0]), scaled(saved[1]), at::Tensor(), at::Tensor(), at::Tensor()};
+    at::Tensor dw = scaled(saved[1]);
+    if (dw.defined()) t_tied = {ctx->saved_data["table"].toTensor().unsafeGetTensorImpl(), dw};
+    return {scaled(saved[0]), dw, at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+struct EmbeddingFn : public torch::autograd::Function<EmbeddingFn> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& table, const at::Tensor& ids) {
+    t_tied = {};  // a new forward pass: nothing of an earlier one is added to
+    ctx->saved_data["table"] = table;
+    ctx->save_for_backward({ids});
+    return at::embedding(table, ids);
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    if (!ctx->needs_input_grad(0)) return {at::Tensor(), at::Tensor()};
+    const at::Tensor table = ctx->saved_data["table"].toTensor();
+    const at::Tensor ids = ctx->get_saved_variables()[0].reshape({-1});
+    const at::Tensor rows = grads[0].reshape({-1, table.size(1)});
+    TiedGradient tied = std::exchange(t_tied, {});
+    if (tied.table == table.unsafeGetTensorImpl() && tied.grad.sizes() == table.sizes()) {
+      tied.grad.index_add_(0, ids, rows);  // the head's gradient of the table, still on its way to .grad
+      return {at::Tensor(), at::Tensor()};
+    }
+    return {at::zeros_like(table).index_add_(0, ids, rows), at::Tensor()};  // no head gradient: a table of its own
   }
 };
 
 }  // namespace
+
+at::Tensor embedding(const at::Tensor& table, const at::Tensor& ids) {
+  return EmbeddingFn::apply(table, ids.to(at::kLong));
+}
 
 at::Tensor next_token_loss(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& targets) {
   const at::Tensor h = hidden.reshape({-1, hidden.size(-1)}).contiguous();

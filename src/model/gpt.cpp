@@ -97,7 +97,9 @@ torch::Tensor GptImpl::hidden(const torch::Tensor& ids, KvCache* cache, const St
   };
   const int64_t T = idx.size(1), offset = cache ? cache->length() : 0;
   trace("ids", idx);                                                   // (B,T)
-  auto x = tok_emb->forward(idx);                                      // (B,T,C)
+  // Fused CPU training: the table's gradient rows go into the tied head's gradient (kernels::embedding).
+  const bool fused = cfg_.tie_embeddings && compute_dtype_ == torch::kFloat && kernels::applies(tok_emb->weight);
+  auto x = fused ? kernels::embedding(tok_emb->weight, idx) : tok_emb->forward(idx);  // (B,T,C)
   if (cfg_.embedding_scale == EmbeddingScale::kSqrtD) x = x * std::sqrt(static_cast<double>(cfg_.d_model));
   trace("tok_emb", x);
   x = x + pos_emb->forward(T, offset).unsqueeze(0);                    // (B,T,C)
