@@ -18,9 +18,9 @@ team's own tuned PyTorch eager reference of the same model and optimizer, in one
   PyTorch's fastest split here: 2 LibTorch threads beside OpenBLAS's 2 fight for the cores; note that
   torch.set_num_threads does not reach OpenBLAS's pool), random ids (speed does not depend on the values).
   Each reference runs in its own process so its peak RSS is its own.
-- OpenBLAS kernels: every process runs the ones lmtrain runs (OPENBLAS_CORETYPE from the environment, else
-  lmtrain's own choice for the CPU, src/util/threads.h), and each lmtrain run's log must name the kernels the
-  ceiling ran, so the fraction never compares different kernels.
+- OpenBLAS kernels: every process inherits the same environment (OPENBLAS_CORETYPE when set, else OpenBLAS's
+  own choice for the CPU), and each lmtrain run's log must name the kernels the ceiling ran, so the fraction
+  never compares different kernels.
 - Model FLOPs per token: 6 x (parameters except positions) + 12 x L x C x T (attention scores and values).
 
 - --repeats R: each config's lmtrain and reference runs alternate R times (lmtrain, reference, lmtrain, ...)
@@ -84,7 +84,8 @@ def ceiling(threads, split=False):
 
 
 def blas_core_name():
-    """The kernels the OpenBLAS loaded with torch runs (openblas_get_corename), or "?" when it cannot say."""
+    """The kernels the OpenBLAS loaded with torch runs (openblas_get_corename), or "?" when it cannot say
+    (then the lmtrain runs' kernels are not checked against it)."""
     import ctypes
     try:
         fn = ctypes.CDLL("libblas.so.3").openblas_get_corename
@@ -94,28 +95,15 @@ def blas_core_name():
     return fn().decode()
 
 
-def lmtrain_blas_core():
-    """The OPENBLAS_CORETYPE lmtrain's front sets here (src/util/threads.cpp): the environment's when set,
-    else SKYLAKEX on an AMD CPU with AVX-512, else none (OpenBLAS's own choice)."""
-    if os.environ.get("OPENBLAS_CORETYPE"):
-        return os.environ["OPENBLAS_CORETYPE"]
-    info = open("/proc/cpuinfo").read()
-    flags = re.search(r"^flags\s*:(.*)$", info, re.M)
-    wanted = {"avx512f", "avx512cd", "avx512bw", "avx512dq", "avx512vl"}
-    if "AuthenticAMD" in info and flags and wanted <= set(flags.group(1).split()):
-        return "SKYLAKEX"
-    return None
-
-
 def measure_ceiling(blas, only=None):
     """The ceiling, each figure in a fresh process (OpenBLAS sizes its pool from OPENBLAS_NUM_THREADS at load):
     ({threads: GFLOP/s} for 1, 2 and `blas` threads (or `only`), the `blas` single-threaded row blocks or None)."""
+    global CEILING_CORE
     ceil = {}
     for t in [only] if only else sorted({1, 2, blas}):
         out, _ = run_measured([sys.executable, __file__, "--ceiling-only", str(t)],
                               dict(os.environ, OPENBLAS_NUM_THREADS=str(t)))
         ceil[t] = float(out.strip().splitlines()[-1])
-        global CEILING_CORE
         CEILING_CORE = out.strip().splitlines()[-2]
     split = None
     if blas > 1:  # the same product as `blas` single-threaded OpenBLAS calls on row blocks, one per thread
@@ -207,9 +195,9 @@ def lmtrain_run(exe, out, name, V, C, L, H, T, B, steps, blas, optimizer="adamw"
     subprocess.run([exe, "train", "--overwrite"] + [a for k, v in prep.items() for a in ("--set", f"{k}={v}")],
                    check=True, capture_output=True)
     log, rss = run_measured([exe, "train", "--overwrite"] + [a for k, v in sets.items() for a in ("--set", f"{k}={v}")])
-    kernels = re.search(r"OpenBLAS (\S+) kernels", log)
-    if CEILING_CORE and (not kernels or kernels.group(1).lower() != CEILING_CORE.lower()):
-        raise RuntimeError(f"lmtrain ran OpenBLAS {kernels.group(1) if kernels else '?'} kernels, the ceiling "
+    ran = re.search(r"OpenBLAS (\S+) kernels", log)
+    if CEILING_CORE not in (None, "?") and (not ran or ran.group(1).lower() != CEILING_CORE.lower()):
+        raise RuntimeError(f"lmtrain ran OpenBLAS {ran.group(1) if ran else '?'} kernels, the ceiling "
                            f"{CEILING_CORE}: the fraction would compare different kernels")
     rates = [r["tokens_per_s"] for r in map(json.loads, open(os.path.join(run_dir, "metrics.jsonl")))
              if r["kind"] == "train"]
@@ -236,11 +224,6 @@ def main():
         print(json.dumps({"tokens_per_s": reference(*CONFIGS[args.reference_only], args.steps)}))
         return
     os.makedirs(args.out, exist_ok=True)
-    # Every process here (ceiling, lmtrain, reference) runs the OpenBLAS kernels lmtrain runs.
-    core = lmtrain_blas_core()
-    source = "from the environment" if os.environ.get("OPENBLAS_CORETYPE") else "lmtrain's choice for this CPU"
-    if core:
-        os.environ["OPENBLAS_CORETYPE"] = core
     import torch
     print(f"torch {torch.__version__} (LibTorch), {os.cpu_count()} vCPUs; lmtrain {args.lmtrain}; "
           f"{args.steps} steps per config, tokens/s = median of 6 windows after warm-up" +
@@ -250,8 +233,10 @@ def main():
     print("ceiling: fp32 2048x2048 matmul, best of 6: " +
           ", ".join(f"{g:.1f} GFLOP/s on {t} thread{'s' if t > 1 else ''}" for t, g in sorted(ceil.items())) +
           (f"; {split:.1f} as {blas} single-threaded row blocks" if split else ""))
-    print(f"OpenBLAS kernels: {CEILING_CORE} (" + (f"OPENBLAS_CORETYPE={core}, {source}" if core else "OpenBLAS's own choice") +
-          "; the same in every process of this benchmark)")
+    core = os.environ.get("OPENBLAS_CORETYPE")
+    print(f"OpenBLAS kernels: {CEILING_CORE} (" + (f"OPENBLAS_CORETYPE={core} from the environment" if core is not None
+                                                   else "OpenBLAS's own choice for this CPU") +
+          "; every lmtrain run's log must name the same)")
     tops = [max(ceil[blas], split or 0.0)]  # the best `blas`-thread figure, measured again before each lmtrain run
     rows = []  # (label, V, T, B, lmtrain tok/s, ref tok/s or None, FLOPs/token, lmtrain RSS, ref RSS, note)
     for name, cfg in CONFIGS.items():

@@ -245,6 +245,37 @@ TEST_F(Kernels, EmbeddingGradientGoesIntoTheTiedHeads) {
   (kn::embedding(table, ids) * 3).sum().backward();  // no head: a dense gradient of its own
   (torch::embedding(plain, ids) * 3).sum().backward();
   expect_close(table.grad(), plain.grad(), 0, "table alone");
+  // Other gradients of the table in the same pass (two summed losses, an extra term), a scaled loss, and a
+  // retained graph run twice: never a row lost or counted twice.
+  auto fused = [&](int which) {
+    auto e = kn::embedding(table, ids);
+    auto l = kn::next_token_loss(torch::tanh(e) * 2, table, y);
+    if (which == 0) return l + kn::next_token_loss(torch::tanh(kn::embedding(table, ids)), table, y.flip(1));
+    if (which == 1) return l + table.square().sum() * 0.01;
+    return l * 0.5;
+  };
+  auto reference = [&](int which) {
+    auto e = torch::embedding(plain, ids);
+    auto l = model::chunked_next_token_loss(torch::tanh(e) * 2, plain, y);
+    if (which == 0) return l + model::chunked_next_token_loss(torch::tanh(torch::embedding(plain, ids)), plain, y.flip(1));
+    if (which == 1) return l + plain.square().sum() * 0.01;
+    return l * 0.5;
+  };
+  for (int which : {0, 1, 2, 3}) {
+    table.mutable_grad() = torch::Tensor();
+    plain.mutable_grad() = torch::Tensor();
+    if (which == 3) {  // retained: the second backward adds the same gradient again
+      auto l = fused(2), r = reference(2);
+      l.backward({}, /*retain_graph=*/true);
+      l.backward();
+      r.backward({}, /*retain_graph=*/true);
+      r.backward();
+    } else {
+      fused(which).backward();
+      reference(which).backward();
+    }
+    expect_close(table.grad(), plain.grad(), 1e-6, "case " + std::to_string(which));
+  }
 }
 
 TEST_F(Kernels, WholeModelLossAndGradientsMatchThePlainOps) {

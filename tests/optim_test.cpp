@@ -13,7 +13,6 @@
 #include "train/muon.h"
 #include "train/optimizer.h"
 #include "util/errors.h"
-#include "util/threads.h"
 
 namespace lm::test {
 
@@ -351,49 +350,20 @@ TEST(FastPath, FusedKernelsFollowThePlainLosses) {
   EXPECT_NE(std::stod(runs[0][0]), std::stod(runs[0][19])) << "the loss never moved";
 }
 
-// The OpenBLAS kernels: AVX-512 ones on an AMD CPU that has AVX-512 (OpenBLAS 0.3.21 would run its AVX2
-// ones there), OpenBLAS's own choice elsewhere, and OPENBLAS_CORETYPE when the user set it; either way the
-// same losses to 1e-4, and lmtrain_full started directly (not by the front) runs the same kernels.
-TEST(FastPath, BlasKernelsAreChosenForTheCpuUnlessTheUserChose) {
-  EXPECT_EQ(util::preferred_blas_core("AuthenticAMD", true), "SKYLAKEX");
-  EXPECT_EQ(util::preferred_blas_core("AuthenticAMD", false), "");
-  EXPECT_EQ(util::preferred_blas_core("GenuineIntel", true), "");  // OpenBLAS knows its AVX-512 CPUs
-  // This process's OPENBLAS_CORETYPE (read by OpenBLAS long ago) changes only for blas_core_to_set() and
-  // is put back, so later tests start their lmtrain processes as before.
-  std::string ours;
-  {
-    struct Restore {
-      const char* was = std::getenv("OPENBLAS_CORETYPE");
-      std::string value = was ? was : "";
-      ~Restore() { was ? ::setenv("OPENBLAS_CORETYPE", value.c_str(), 1) : ::unsetenv("OPENBLAS_CORETYPE"); }
-    } restore;
-    ::setenv("OPENBLAS_CORETYPE", "Haswell", 1);
-    EXPECT_EQ(util::blas_core_to_set(), "") << "the user's OPENBLAS_CORETYPE must win";
-    ::unsetenv("OPENBLAS_CORETYPE");
-    ours = util::blas_core_to_set();
-  }
+// OpenBLAS's kernels (its OPENBLAS_CORETYPE, or its own choice for the CPU) change only the rounding: the
+// same 20 losses to 1e-4 with its AVX2 (Haswell) kernels and with whatever it picks itself; the log names
+// the kernels that ran.
+TEST(FastPath, BlasKernelsChangeOnlyTheRounding) {
   ScratchDir dir("blas_core");
   std::vector<std::string> logs;
   std::vector<std::vector<std::string>> runs;
   ASSERT_NO_FATAL_FAILURE(tiny_runs(dir, {"", ""}, logs, runs, {"OPENBLAS_CORETYPE=Haswell", "-u OPENBLAS_CORETYPE"}));
   EXPECT_NE(logs[0].find(", OpenBLAS Haswell kernels,"), std::string::npos) << logs[0];
-  if (ours == "SKYLAKEX") {
-    EXPECT_NE(logs[1].find(", OpenBLAS SkylakeX kernels,"), std::string::npos) << logs[1];
-  } else {
-    std::cout << "[ note     ] not an AMD CPU with AVX-512: OpenBLAS's own kernels" << std::endl;
-    EXPECT_NE(logs[1].find(", OpenBLAS "), std::string::npos) << logs[1];
-  }
+  const size_t at = logs[1].find(", OpenBLAS ");
+  ASSERT_NE(at, std::string::npos) << logs[1];
+  std::cout << "[ note     ] OpenBLAS's own choice here:" << logs[1].substr(at + 10, logs[1].find(',', at + 2) - at - 10)
+            << std::endl;
   expect_same_losses(runs[0], runs[1]);
-  // lmtrain_full started directly starts itself again with the kernels the front would have set.
-  auto kernels = [](const std::string& log) {
-    const size_t at = log.find(", OpenBLAS ");
-    return at == std::string::npos ? std::string("(none)") : log.substr(at, log.find(" kernels,", at) - at);
-  };
-  const auto direct = run_command("env -u OPENBLAS_CORETYPE " + std::string(LMTRAIN_FULL_BINARY) + " train -c " +
-                                  (dir / "run1.yaml").string() + " --set run.dir=" + (dir / "direct").string() +
-                                  " --set train.max_steps=2");
-  ASSERT_EQ(direct.exit_code, 0) << direct.output;
-  EXPECT_EQ(kernels(direct.output), kernels(logs[1])) << direct.output;
 }
 
 }  // namespace lm::test

@@ -11,7 +11,6 @@
 #include "cli/app_base.h"
 #include "util/errors.h"
 #include "util/memory.h"
-#include "util/threads.h"
 
 namespace lm::cli {
 
@@ -43,7 +42,6 @@ int run_front(int argc, char** argv) {
     return static_cast<int>(ExitCode::kInternal);
   }
   const std::string full = (self.parent_path() / kFullExecutable).string();
-  util::set_blas_core();  // read by OpenBLAS when lmtrain_full loads it (util/threads.h)
   execv(full.c_str(), argv);  // returns only on failure
   std::cerr << "error: [internal] cannot start " + full + ": " + std::strerror(errno) +
                    ". Hint: it is built beside lmtrain (cmake --build build --target lmtrain).\n";

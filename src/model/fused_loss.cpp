@@ -57,8 +57,11 @@ double softmax_rows(at::Tensor lg, const at::Tensor& hb, const at::Tensor& w, co
 
 // The head's gradient of the table (as next_token_loss's backward hands it to autograd) until kernels::embedding's
 // backward, later in the same backward pass and on the same thread, adds its rows into it. Autograd sums
-// every gradient of the table in one buffer before it reaches the table's .grad, and holds this very tensor
-// there until the embedding's backward (an edge into the table) has run.
+// every gradient of the table in one buffer before it reaches the table's .grad, and holds it there until
+// the embedding's backward (an edge into the table) has run. The rows go into it only while it is that
+// buffer's tensor and nothing else holds it: exactly two references, the buffer's and the slot's. Any other
+// count (another gradient of the table summed with it into a new tensor or into another one, a graph
+// retained for a second backward, which still holds it as saved) and the embedding gives its own gradient.
 struct TiedGradient {
   const c10::TensorImpl* table = nullptr;
   at::Tensor grad;
@@ -136,7 +139,8 @@ struct EmbeddingFn : public torch::autograd::Function<EmbeddingFn> {
     const at::Tensor ids = ctx->get_saved_variables()[0].reshape({-1});
     const at::Tensor rows = grads[0].reshape({-1, table.size(1)});
     TiedGradient tied = std::exchange(t_tied, {});
-    if (tied.table == table.unsafeGetTensorImpl() && tied.grad.sizes() == table.sizes()) {
+    if (tied.table == table.unsafeGetTensorImpl() && tied.grad.sizes() == table.sizes() &&
+        tied.grad.use_count() == 2 && tied.grad.storage().use_count() == 1) {
       tied.grad.index_add_(0, ids, rows);  // the head's gradient of the table, still on its way to .grad
       return {at::Tensor(), at::Tensor()};
     }

@@ -1,5 +1,6 @@
 #include "model/simd.h"
 
+#if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
 #include <cmath>
@@ -29,7 +30,7 @@ float gelu_grad_scalar(float g, float x) {
 }
 
 // exp(x) for 8 floats (Cephes' expf: x = n ln2 + r, e^r by a degree-6 polynomial, 2^n into the exponent);
-// below about -87.3 it gives 0, as the GELU wants.
+// x is clamped to [-87.33, 88.37], so below -87.33 it gives ~1.2e-38, not 0.
 __attribute__((target("avx2,fma"))) __m256 exp8(__m256 x) {
   x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.33f)), _mm256_set1_ps(88.37f));
   const __m256 n = _mm256_floor_ps(_mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), _mm256_set1_ps(0.5f)));
@@ -57,7 +58,7 @@ __attribute__((target("avx2,fma"))) __m256 cdf8(__m256 x, __m256& e) {
   p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(kA2));
   p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(kA1));
   const __m256 erf_abs = _mm256_fnmadd_ps(_mm256_mul_ps(p, t), e, _mm256_set1_ps(1.0f));
-  const __m256 erf = _mm256_or_ps(erf_abs, _mm256_and_ps(sign, x));  // erf is odd
+  const __m256 erf = _mm256_xor_ps(erf_abs, _mm256_and_ps(sign, x));  // erf is odd
   return _mm256_mul_ps(_mm256_add_ps(erf, _mm256_set1_ps(1.0f)), _mm256_set1_ps(0.5f));
 }
 
@@ -152,3 +153,16 @@ bool add_column_sums(const float* a, int64_t rows, int64_t cols, float* col_sums
 }
 
 }  // namespace lm::model::kernels
+
+#else  // not x86: no AVX2, the callers take LibTorch's ops
+
+namespace lm::model::kernels {
+
+bool simd_loops() { return false; }
+bool gelu_forward(const float*, float*, int64_t) { return false; }
+bool gelu_backward_rows(const float*, const float*, float*, int64_t, int64_t, float*) { return false; }
+bool add_column_sums(const float*, int64_t, int64_t, float*) { return false; }
+
+}  // namespace lm::model::kernels
+
+#endif

@@ -8,17 +8,17 @@
 
 namespace lm::model::kernels {
 
-/// dx = g * GELU'(x) for `rows` x `cols` row-major floats, GELU'(x) = Phi(x) + x phi(x) (the erf GELU's
-/// derivative, as LibTorch's gelu_backward: Phi by the same Abramowitz-Stegun 7.1.26 erf, |error| <= 1.5e-7,
-/// whose exp(-x^2/2) also gives phi, so one exp per element instead of two). When `col_sums` is not null,
-/// adds each column's sum of dx to it (summed in blocks of 64 rows, then added).
-/// True when this CPU runs the loops below (it has AVX2 and FMA).
+/// True when this CPU runs the loops below (x86 with AVX2 and FMA).
 bool simd_loops();
 
 /// y = GELU(x) = x Phi(x) for `n` contiguous floats, Phi by the erf of gelu_backward_rows below (LibTorch's
 /// gelu uses the same formula).
 bool gelu_forward(const float* x, float* y, int64_t n);
 
+/// dx = g * GELU'(x) for `rows` x `cols` row-major floats, GELU'(x) = Phi(x) + x phi(x) (the erf GELU's
+/// derivative, as LibTorch's gelu_backward: Phi by the same Abramowitz-Stegun 7.1.26 erf, |error| <= 1.5e-7,
+/// whose exp(-x^2/2) also gives phi, so one exp per element instead of two). When `col_sums` is not null,
+/// adds each column's sum of dx to it (summed in blocks of 64 rows, then added).
 bool gelu_backward_rows(const float* g, const float* x, float* dx, int64_t rows, int64_t cols, float* col_sums);
 
 /// Adds each column's sum of `rows` x `cols` row-major floats to col_sums (summed in blocks of 64 rows).
