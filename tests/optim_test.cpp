@@ -354,6 +354,12 @@ TEST(FastPath, FusedKernelsFollowThePlainLosses) {
 // same 20 losses to 1e-4 with its AVX2 (Haswell) kernels and with whatever it picks itself; the log names
 // the kernels that ran.
 TEST(FastPath, BlasKernelsChangeOnlyTheRounding) {
+#if defined(__x86_64__) || defined(__i386__)
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+  const bool avx2 = false;
+#endif
+  if (!avx2) GTEST_SKIP() << "OpenBLAS's Haswell kernels need an x86 CPU with AVX2 and FMA";
   ScratchDir dir("blas_core");
   std::vector<std::string> logs;
   std::vector<std::vector<std::string>> runs;
