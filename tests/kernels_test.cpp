@@ -247,19 +247,24 @@ TEST_F(Kernels, EmbeddingGradientGoesIntoTheTiedHeads) {
   expect_close(table.grad(), plain.grad(), 0, "table alone");
   // Other gradients of the table in the same pass (two summed losses, an extra term), a scaled loss, and a
   // retained graph run twice: never a row lost or counted twice.
-  auto fused = [&](int which) {
-    auto e = kn::embedding(table, ids);
-    auto l = kn::next_token_loss(torch::tanh(e) * 2, table, y);
-    if (which == 0) return l + kn::next_token_loss(torch::tanh(kn::embedding(table, ids)), table, y.flip(1));
-    if (which == 1) return l + table.square().sum() * 0.01;
+  // One loss for both paths: `embed` and `head` are the fused kernels or LibTorch's ops, `t` their table.
+  auto build = [&](auto embed, auto head, const torch::Tensor& t, int which) {
+    auto l = head(torch::tanh(embed(t, ids)) * 2, t, y);
+    if (which == 0) return l + head(torch::tanh(embed(t, ids)), t, y.flip(1));
+    if (which == 1) return l + t.square().sum() * 0.01;
     return l * 0.5;
   };
+  auto fused = [&](int which) {
+    return build([](const torch::Tensor& t, const torch::Tensor& i) { return kn::embedding(t, i); },
+                 [](const torch::Tensor& h, const torch::Tensor& t, const torch::Tensor& y) { return kn::next_token_loss(h, t, y); },
+                 table, which);
+  };
   auto reference = [&](int which) {
-    auto e = torch::embedding(plain, ids);
-    auto l = model::chunked_next_token_loss(torch::tanh(e) * 2, plain, y);
-    if (which == 0) return l + model::chunked_next_token_loss(torch::tanh(torch::embedding(plain, ids)), plain, y.flip(1));
-    if (which == 1) return l + plain.square().sum() * 0.01;
-    return l * 0.5;
+    return build([](const torch::Tensor& t, const torch::Tensor& i) { return torch::embedding(t, i); },
+                 [](const torch::Tensor& h, const torch::Tensor& t, const torch::Tensor& y) {
+                   return model::chunked_next_token_loss(h, t, y);
+                 },
+                 plain, which);
   };
   for (int which : {0, 1, 2, 3}) {
     table.mutable_grad() = torch::Tensor();

@@ -108,7 +108,7 @@ struct HeadLossFn : public torch::autograd::Function<HeadLossFn> {
       if (want_w) mm_into(dw, lg.t(), hc, /*accumulate=*/c0 > 0, inv_n);  // (V,n) @ (n,C)
     }
     ctx->save_for_backward({dh, dw});
-    ctx->saved_data["table"] = w;  // which table dw belongs to (kernels::embedding adds into it)
+    if (want_w) ctx->saved_data["table"] = w;  // which table dw belongs to (kernels::embedding adds into it)
     return at::full({}, total / static_cast<double>(N), h.options());
   }
 

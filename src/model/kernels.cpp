@@ -48,17 +48,26 @@ variable_list linear_products(AutogradContext* ctx, const at::Tensor& g, const a
   return {dx, dw};
 }
 
-// The column sums of g (N,out) contiguous (a bias gradient): a range of rows per thread, each thread's sums
-// in its own row of shares, then added (simd.h); LibTorch's sum on a CPU without AVX2.
+// body(begin, end, share) for a range of rows [begin, end) of `rows` per thread, `share` that thread's own
+// zeroed row of `cols` column sums; returns the shares added. grad mode is off on every thread.
+template <typename Body>
+at::Tensor rows_with_shares(int64_t rows, int64_t cols, const at::TensorOptions& options, const Body& body) {
+  at::Tensor shares = at::zeros({at::get_num_threads(), cols}, options);
+  at::parallel_for(0, rows, /*grain_size=*/8, [&](int64_t begin, int64_t end) {
+    const c10::AutoGradMode no_autograd(false);  // thread-local: off on the pool's threads too
+    body(begin, end, shares.select(0, at::get_thread_num()));
+  });
+  return shares.sum(0);
+}
+
+// The column sums of g (N,out) contiguous (a bias gradient), each thread summing its rows (simd.h);
+// LibTorch's sum on a CPU without AVX2.
 at::Tensor column_sums(const at::Tensor& g) {
   if (!simd_loops()) return g.sum(0);
   const int64_t cols = g.size(1);
-  at::Tensor shares = at::zeros({at::get_num_threads(), cols}, g.options());
-  at::parallel_for(0, g.size(0), /*grain_size=*/8, [&](int64_t begin, int64_t end) {
-    add_column_sums(g.data_ptr<float>() + begin * cols, end - begin, cols,
-                    shares.data_ptr<float>() + at::get_thread_num() * cols);
+  return rows_with_shares(g.size(0), cols, g.options(), [&](int64_t begin, int64_t end, at::Tensor share) {
+    add_column_sums(g.data_ptr<float>() + begin * cols, end - begin, cols, share.data_ptr<float>());
   });
-  return shares.sum(0);
 }
 
 // {dx, dw, db}; db only when `bias`.
@@ -111,15 +120,11 @@ struct LinearGeluFn : public torch::autograd::Function<LinearGeluFn> {
     const at::Tensor& pre = saved[2];
     const at::Tensor g = grads[0].contiguous();  // (N,out): the gradient of the activation
     // The pre-activation's gradient, a range of rows per thread, each range's column sums (the thread's
-    // share of the bias gradient, when wanted) taken in the same pass (simd.h); the shares are added
-    // afterwards.
+    // share of the bias gradient, when wanted) taken in the same pass (simd.h).
     at::Tensor dpre = at::empty_like(g);
-    const bool want_bias = ctx->needs_input_grad(2);
-    at::Tensor shares = want_bias ? at::zeros({at::get_num_threads(), g.size(1)}, g.options()) : at::Tensor();
     const int64_t cols = g.size(1);
-    at::parallel_for(0, g.size(0), /*grain_size=*/8, [&](int64_t begin, int64_t end) {
-      const c10::AutoGradMode no_autograd(false);  // thread-local: off on the pool's threads too
-      at::Tensor share = want_bias ? shares.select(0, at::get_thread_num()) : at::Tensor();
+    const bool want_bias = ctx->needs_input_grad(2);
+    at::Tensor db = rows_with_shares(g.size(0), cols, g.options(), [&](int64_t begin, int64_t end, at::Tensor share) {
       const int64_t off = begin * cols;
       if (gelu_backward_rows(g.data_ptr<float>() + off, pre.data_ptr<float>() + off, dpre.data_ptr<float>() + off,
                              end - begin, cols, want_bias ? share.data_ptr<float>() : nullptr)) {
@@ -130,7 +135,7 @@ struct LinearGeluFn : public torch::autograd::Function<LinearGeluFn> {
       if (want_bias) share.add_(d.sum(0));
     });
     variable_list out = linear_products(ctx, dpre, x2, w);
-    out.push_back(want_bias ? shares.sum(0) : at::Tensor());
+    out.push_back(want_bias ? db : at::Tensor());
     return out;
   }
 };
