@@ -5,10 +5,12 @@
 #include <torch/torch.h>
 
 #include "model/attention.h"
+#include "model/balance.h"
 #include "model/simd.h"
 #include "model/gpt.h"
 #include "model/kernels.h"
 #include "test_util.h"
+#include "util/threads.h"
 
 namespace lm::test {
 
@@ -16,20 +18,22 @@ namespace kn = model::kernels;
 
 namespace {
 
-// Runs the test body in fused mode on 2 LibTorch threads, and restores plain mode and the thread count.
+// Runs the test body in fused mode on 2 LibTorch threads and one OpenBLAS thread per call (the trainer's
+// fused setting), and restores plain mode and both thread counts.
 class Kernels : public ::testing::Test {
  protected:
   void SetUp() override {
     threads_ = torch::get_num_threads();
-    torch::set_num_threads(2);
+    blas_threads_ = util::blas_threads();
+    util::set_compute_threads(2, 1);
     kn::set_mode(kn::Mode::kFused);
     torch::manual_seed(7);
   }
   void TearDown() override {
     kn::set_mode(kn::Mode::kPlain);
-    torch::set_num_threads(threads_);
+    util::set_compute_threads(threads_, std::max(1, blas_threads_));
   }
-  int threads_ = 1;
+  int threads_ = 1, blas_threads_ = 1;
 };
 
 void expect_close(const torch::Tensor& a, const torch::Tensor& b, double tol, const std::string& what) {
@@ -201,6 +205,66 @@ TEST_F(Kernels, HeadLossValueAndGradients) {
   auto y = torch::randint(50, {7, 11});
   EXPECT_NEAR(kn::next_token_loss(h.view({7, 11, 16}), w, y).item<double>(),
               model::chunked_next_token_loss(h, w, y).item<double>(), 1e-5);
+}
+
+// balance::cut: every row of every span in exactly one piece, each thread's work within two granules of its
+// share, every cut inside a span on the unit grid and no piece under kMinPieceWork multiply-adds.
+TEST(Balance, CutsCoverEveryRowOnceInProportion) {
+  namespace bl = kn::balance;
+  const std::vector<bl::Span> spans{{2048, 768.0 * 256}, {768, 2048.0 * 256}, {5, 64.0 * 64}};
+  double total = 0;
+  for (const auto& s : spans) total += static_cast<double>(s.rows) * s.row_work;
+  for (const std::vector<double>& shares :
+       {std::vector<double>{0.5, 0.5}, {0.3, 0.7}, {0.9, 0.1}, {0.2, 0.3, 0.5}, {1.0}, {0.0, 1.0}}) {
+    const auto pieces = bl::cut(spans, shares, 12);
+    ASSERT_EQ(pieces.size(), shares.size());
+    std::vector<std::vector<int>> seen;
+    for (const auto& s : spans) seen.emplace_back(static_cast<size_t>(s.rows), 0);
+    for (size_t t = 0; t < shares.size(); ++t) {
+      double work = 0;
+      for (const bl::Piece& k : pieces[t]) {
+        const bl::Span& s = spans[k.span];
+        ASSERT_GT(k.n, 0);
+        ASSERT_LE(k.lo + k.n, s.rows);
+        for (int64_t r = k.lo; r < k.lo + k.n; ++r) ++seen[k.span][static_cast<size_t>(r)];
+        work += static_cast<double>(k.n) * s.row_work;
+        if (k.lo > 0 || k.n < s.rows) {  // a piece cut from its span
+          EXPECT_EQ(k.lo % 12, 0) << "a cut off the unit grid";
+          EXPECT_GE(static_cast<double>(k.n) * s.row_work, static_cast<double>(bl::kMinPieceWork)) << "a small piece";
+        }
+      }
+      EXPECT_NEAR(work, shares[t] * total, 2 * 12 * 2048.0 * 256) << "thread " << t << " of " << shares.size();
+    }
+    for (const auto& rows : seen) {
+      for (const int n : rows) ASSERT_EQ(n, 1) << "a row in no piece or in two";
+    }
+  }
+}
+
+// The threads' shares decide only who makes which rows: a linear layer's two backward products and the
+// loss head's value and gradients are the same to the bit for equal, lopsided and measured shares.
+TEST_F(Kernels, ResultsKeepTheirBitsWhateverTheThreadsShares) {
+  if (kn::balance::row_unit() == 0) GTEST_SKIP() << "no row cut keeps this BLAS's bits: the shares stay equal";
+  auto x = torch::randn({517, 96}), w = torch::randn({300, 96}), g = torch::randn({517, 300});
+  auto table = torch::randn({1000, 64}, torch::requires_grad());
+  auto h = torch::randn({700, 64}, torch::requires_grad());
+  auto y = torch::randint(1000, {700});
+  std::vector<torch::Tensor> first;
+  for (const std::vector<double>& shares : {std::vector<double>{}, {0.5, 0.5}, {0.25, 0.75}, {0.8, 0.2}}) {
+    kn::balance::pin_shares(shares);
+    auto dx = torch::empty({517, 96}), dw = torch::empty({300, 96});
+    kn::mm_all({{dx, g, w}, {dw, g.t(), x}});
+    h.mutable_grad() = torch::Tensor();
+    table.mutable_grad() = torch::Tensor();
+    auto loss = kn::next_token_loss(h, table, y);
+    loss.backward();
+    const std::vector<torch::Tensor> now{dx, dw, loss, h.grad(), table.grad()};
+    if (first.empty()) first = now;
+    for (size_t i = 0; i < now.size(); ++i) {
+      EXPECT_TRUE(torch::equal(now[i], first[i])) << "result " << i << " changed with shares " << shares.size();
+    }
+  }
+  kn::balance::pin_shares({});
 }
 
 TEST_F(Kernels, HeadLossOfAnAlmostImpossibleTarget) {

@@ -8,10 +8,12 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 
 #include "model/kernels.h"
+#include "util/threads.h"
 
 namespace lm::model::kernels {
 
@@ -38,8 +40,16 @@ at::Tensor view_of(const Mat& x, int64_t rows, int64_t cols) {
 }
 
 // Row-major c (M x N, rows ldc apart) = alpha op(a) op(b) + beta c, op(a) M x K and op(b) K x N, on the
-// calling thread; beta 0 ignores c's old contents.
+// calling thread; beta 0 ignores c's old contents. Straight to the BLAS's cblas_sgemm where it has one (a
+// LibTorch call and its tensor views cost about as much as the product at these sizes), else LibTorch's addmm.
 void gemm(int64_t M, int64_t N, int64_t K, float alpha, const Mat& a, const Mat& b, float beta, float* c, int64_t ldc) {
+  static const util::SgemmFn sgemm = util::cblas_sgemm();
+  if (sgemm != nullptr) {
+    constexpr int kRowMajor = 101, kNo = 111, kYes = 112;
+    sgemm(kRowMajor, a.t ? kYes : kNo, b.t ? kYes : kNo, static_cast<int>(M), static_cast<int>(N), static_cast<int>(K),
+          alpha, a.p, static_cast<int>(a.ld), b.p, static_cast<int>(b.ld), beta, c, static_cast<int>(ldc));
+    return;
+  }
   at::Tensor out = view_of({c, ldc}, M, N);
   at::addmm_out(out, out, view_of(a, M, K), view_of(b, K, N), beta, alpha);
 }
@@ -83,6 +93,14 @@ void mask_future(at::Tensor& s, const QueryBlock& q) {
   }
 }
 
+// body() once on each of LibTorch's threads (once on the calling thread inside a parallel region). The
+// (sequence, head) pairs are handed out one at a time from a shared counter, so a faster thread takes more
+// of them; each pair's result is the same whichever thread makes it.
+template <typename Body>
+void each_thread(const Body& body) {
+  at::parallel_for(0, at::get_num_threads(), 1, [&](int64_t /*begin*/, int64_t /*end*/) { body(); });
+}
+
 struct AttentionFn : public torch::autograd::Function<AttentionFn> {
   // qkv (B,T,3C) contiguous -> y (B,T,C); keeps the attention weights (B*H, ragged blocks) for backward.
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& qkv, int64_t H) {
@@ -93,10 +111,11 @@ struct AttentionFn : public torch::autograd::Function<AttentionFn> {
     at::Tensor y = at::empty({B, T, C}, qkv.options());
     const float* qkv_p = qkv.data_ptr<float>();
     float* y_p = y.data_ptr<float>();
-    at::parallel_for(0, B * H, 1, [&](int64_t begin, int64_t end) {
+    std::atomic<int64_t> next{0};
+    each_thread([&] {
       const c10::AutoGradMode no_autograd(false);  // thread-local: off on the pool's threads too
       at::Tensor scores = at::empty({kQueryBlock * T}, qkv.options());
-      for (int64_t i = begin; i < end; ++i) {
+      for (int64_t i = next++; i < B * H; i = next++) {
         // Head h of sequence b: q, k, v are (T,D) with rows L apart; its output (T,D) with rows C apart.
         const float* q = qkv_p + head_at(i, H, T, L, D);
         const float *k = q + C, *v = q + 2 * C;
@@ -128,10 +147,11 @@ struct AttentionFn : public torch::autograd::Function<AttentionFn> {
     at::Tensor dqkv = at::empty_like(qkv);
     const float *qkv_p = qkv.data_ptr<float>(), *dy_p = dy.data_ptr<float>();
     float* dqkv_p = dqkv.data_ptr<float>();
-    at::parallel_for(0, B * H, 1, [&](int64_t begin, int64_t end) {
+    std::atomic<int64_t> next{0};
+    each_thread([&] {
       const c10::AutoGradMode no_autograd(false);  // thread-local: off on the pool's threads too
       at::Tensor buf = at::empty({kQueryBlock * T}, qkv.options()), dsbuf = at::empty({kQueryBlock * T}, qkv.options());
-      for (int64_t i = begin; i < end; ++i) {
+      for (int64_t i = next++; i < B * H; i = next++) {
         const float* q = qkv_p + head_at(i, H, T, L, D);
         const float *k = q + C, *v = q + 2 * C;
         const float* dyi = dy_p + head_at(i, H, T, C, D);  // dY (T,D), rows C apart

@@ -6,11 +6,13 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <numeric>
 #include <utility>
 #include <vector>
 
+#include "model/balance.h"
 #include "model/kernels.h"
 
 namespace lm::model::kernels {
@@ -32,27 +34,25 @@ constexpr float kTinyProbability = 1e-30f;
 
 // The rows of one thread's block `lg` (their logits already in place, from rows `hb` of the hidden states):
 // softmax in place, one row at a time while it sits in cache (ATen's vectorised kernel, serial inside a
-// parallel region); minus one at each target when `grad` (the 1/N is the gradient products' alpha). Returns the
-// block's summed loss, -log p(target) per row; a row whose target probability underflows gets its logits
+// parallel region); minus one at each target when `grad` (the 1/N is the gradient products' alpha). Writes
+// each row's loss, -log p(target), to `loss`; a row whose target probability underflows gets its logits
 // again (one row-vector product) and an exact log-sum-exp.
-double softmax_rows(at::Tensor lg, const at::Tensor& hb, const at::Tensor& w, const at::Tensor& targets,
-                    bool grad) {
+void softmax_rows(at::Tensor lg, const at::Tensor& hb, const at::Tensor& w, const at::Tensor& targets, bool grad,
+                  double* loss) {
   at::_softmax_out(lg, lg, 1, /*half_to_float=*/false);
   float* p = lg.data_ptr<float>();
   const int64_t* y = targets.data_ptr<int64_t>();
   const int64_t V = lg.size(1);
-  double loss = 0.0;
   for (int64_t r = 0; r < lg.size(0); ++r) {
     float& pt = p[r * V + y[r]];
     if (pt >= kTinyProbability || std::isnan(pt)) {  // NaN (a diverged step): the loss says so, no detour
-      loss -= std::log(static_cast<double>(pt));
+      loss[r] = -std::log(static_cast<double>(pt));
     } else {
       const at::Tensor row = at::mv(w, hb[r]).to(at::kDouble);  // (V)
-      loss += (row.logsumexp(0) - row[y[r]]).item<double>();
+      loss[r] = (row.logsumexp(0) - row[y[r]]).item<double>();
     }
     if (grad) pt -= 1.0f;
   }
-  return loss;
 }
 
 // The head's gradient of the table (as next_token_loss's backward hands it to autograd) until kernels::embedding's
@@ -82,29 +82,37 @@ struct HeadLossFn : public torch::autograd::Function<HeadLossFn> {
     at::Tensor dw = want_w ? at::empty_like(w) : at::Tensor();
     const at::Tensor wt = w.t();
     const double inv_n = 1.0 / static_cast<double>(N);  // the gradients are of the mean: 1/N as BLAS alpha
+    // Row losses, summed in row order after each block of rows (the same sum whatever the threads' shares).
+    std::vector<double> losses(static_cast<size_t>(rows));
     double total = 0.0;
     for (int64_t c0 = 0; c0 < N; c0 += rows) {
       const int64_t n = std::min(rows, N - c0);
       const at::Tensor hc = h.narrow(0, c0, n);
       at::Tensor lg = buf.narrow(0, 0, n);
-      const int64_t parts = std::min(threads, n), per = (n + parts - 1) / parts;
-      std::vector<double> sums(static_cast<size_t>(parts), 0.0);
-      at::parallel_for(0, parts, 1, [&](int64_t begin, int64_t end) {
+      // The block's rows cut by the threads' speeds (balance.h: the logits' and dh's bits do not depend on the cut).
+      const balance::Plan plan = balance::plan(balance::Region::kHead, threads);
+      const auto pieces = balance::cut({{n, static_cast<double>(h.size(1)) * static_cast<double>(V)}}, plan.shares, plan.unit);
+      std::vector<double> work(static_cast<size_t>(threads), 0.0), seconds(work.size(), 0.0);
+      at::parallel_for(0, threads, 1, [&](int64_t begin, int64_t end) {
         const c10::AutoGradMode no_autograd(false);  // thread-local: off on the pool's threads too
-        for (int64_t p = begin; p < end; ++p) {
-          const int64_t lo = std::min(n, p * per), cnt = std::min(n, lo + per) - lo;
-          if (cnt == 0) continue;
-          at::Tensor block = lg.narrow(0, lo, cnt);
-          at::mm_out(block, hc.narrow(0, lo, cnt), wt);
-          sums[static_cast<size_t>(p)] =
-              softmax_rows(block, hc.narrow(0, lo, cnt), w, y.narrow(0, c0 + lo, cnt), want_h || want_w);
-          if (want_h) {
-            at::Tensor dh_block = dh.narrow(0, c0 + lo, cnt);
-            at::addmm_out(dh_block, dh_block, block, w, /*beta=*/0, /*alpha=*/inv_n);
+        for (int64_t t = begin; t < end; ++t) {
+          const auto since = std::chrono::steady_clock::now();
+          for (const balance::Piece& k : pieces[static_cast<size_t>(t)]) {
+            at::Tensor block = lg.narrow(0, k.lo, k.n);
+            at::mm_out(block, hc.narrow(0, k.lo, k.n), wt);
+            softmax_rows(block, hc.narrow(0, k.lo, k.n), w, y.narrow(0, c0 + k.lo, k.n), want_h || want_w,
+                         losses.data() + k.lo);
+            if (want_h) {
+              at::Tensor dh_block = dh.narrow(0, c0 + k.lo, k.n);
+              at::addmm_out(dh_block, dh_block, block, w, /*beta=*/0, /*alpha=*/inv_n);
+            }
+            work[static_cast<size_t>(t)] += static_cast<double>(k.n);
           }
+          seconds[static_cast<size_t>(t)] = std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
         }
       });
-      total += std::accumulate(sums.begin(), sums.end(), 0.0);
+      balance::record(balance::Region::kHead, work, seconds);
+      total = std::accumulate(losses.begin(), losses.begin() + n, total);
       if (want_w) mm_into(dw, lg.t(), hc, /*accumulate=*/c0 > 0, inv_n);  // (V,n) @ (n,C)
     }
     ctx->save_for_backward({dh, dw});

@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 
+#include "model/balance.h"
 #include "model/simd.h"
 
 namespace lm::model::kernels {
@@ -102,11 +104,11 @@ struct LinearGeluFn : public torch::autograd::Function<LinearGeluFn> {
     at::Tensor pre = at::empty({x2.size(0), w.size(0)}, x2.options());
     at::Tensor act = at::empty_like(pre);
     pre.copy_(b.expand_as(pre));
-    auto gelu_block = [&](bool by_rows, int64_t lo, int64_t n) {
+    auto gelu_block = [&](int64_t lo, int64_t n) {
       const int64_t cols = pre.size(1);  // a block of rows is contiguous: simd.h's loop when the CPU has AVX2
-      if (by_rows && gelu_forward(pre.data_ptr<float>() + lo * cols, act.data_ptr<float>() + lo * cols, n * cols)) return;
-      at::Tensor out = act.narrow(by_rows ? 0 : 1, lo, n);
-      at::gelu_out(out, pre.narrow(by_rows ? 0 : 1, lo, n));
+      if (gelu_forward(pre.data_ptr<float>() + lo * cols, act.data_ptr<float>() + lo * cols, n * cols)) return;
+      at::Tensor out = act.narrow(0, lo, n);
+      at::gelu_out(out, pre.narrow(0, lo, n));
     };
     mm_all({{pre, x2, w.t(), /*accumulate=*/true, 1.0, gelu_block}});
     ctx->save_for_backward({x2, w, pre});
@@ -155,48 +157,49 @@ void mm_into(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, bool acc
 }
 
 void mm_all(const std::vector<Product>& products) {
-  struct Block {
-    const Product* p;
-    bool by_rows;
-    int64_t lo, n;
-  };
   const int64_t threads = at::get_num_threads();
-  const auto count = static_cast<int64_t>(products.size());
-  // Each product gets its share of the threads (all of them for one product, one each for two on two
-  // threads: a whole product per thread packs its operands once, where halves pack the shared one twice).
-  const int64_t share = (threads + count - 1) / count;
-  std::vector<Block> blocks;
+  // The products' rows end to end, cut into one run of pieces per thread by the threads' measured speeds
+  // (balance.h: any cut gives the same bits).
+  std::vector<const Product*> order;
+  std::vector<balance::Span> spans;
+  double total = 0;
   for (const Product& p : products) {
-    const int64_t M = p.a.size(0), K = p.a.size(1), N = p.b.size(1);
-    // Rows in multiples of 8 and columns in multiples of 16 keep every block on OpenBLAS's kernel tiles.
-    const bool by_rows = M >= N;
-    const int64_t len = by_rows ? M : N, align = by_rows ? 8 : 16;
-    const int64_t parts = M * N * K < kMinSplitWork ? 1 : std::min(share, std::max<int64_t>(1, len / align));
-    const int64_t size = ((len + parts - 1) / parts + align - 1) / align * align;
-    for (int64_t lo = 0; lo < len; lo += size) blocks.push_back({&p, by_rows, lo, std::min(size, len - lo)});
+    order.push_back(&p);
+    spans.push_back({p.a.size(0), static_cast<double>(p.a.size(1)) * static_cast<double>(p.b.size(1))});
+    total += static_cast<double>(spans.back().rows) * spans.back().row_work;
   }
-  auto run = [](const Block& k) {
-    const Product& p = *k.p;
-    at::Tensor o = k.by_rows ? p.out.narrow(0, k.lo, k.n) : p.out.narrow(1, k.lo, k.n);
-    const at::Tensor a = k.by_rows ? p.a.narrow(0, k.lo, k.n) : p.a;
-    const at::Tensor b = k.by_rows ? p.b : p.b.narrow(1, k.lo, k.n);
-    if (p.accumulate) {
-      o.addmm_(a, b, /*beta=*/1, p.alpha);
-    } else if (p.alpha == 1.0) {
-      at::mm_out(o, a, b);
-    } else {
-      at::addmm_out(o, o, a, b, /*beta=*/0, p.alpha);  // beta 0: o's old contents are not read
-    }
-    if (p.after) p.after(k.by_rows, k.lo, k.n);
+  auto run = [&](size_t i, int64_t lo, int64_t n) {
+    const Product& p = *order[i];
+    at::Tensor o = p.out.narrow(0, lo, n);
+    balance::multiply(o, p.a.narrow(0, lo, n), p.b, p.accumulate, p.alpha);
+    if (p.after) p.after(lo, n);
   };
-  if (threads < 2 || blocks.size() < 2 || at::in_parallel_region()) {
-    for (const Block& k : blocks) run(k);
+  if (threads < 2 || total < static_cast<double>(kMinSplitWork) || at::in_parallel_region()) {
+    for (size_t i = 0; i < order.size(); ++i) run(i, 0, spans[i].rows);
     return;
   }
-  at::parallel_for(0, static_cast<int64_t>(blocks.size()), 1, [&](int64_t begin, int64_t end) {
+  const balance::Plan plan = balance::plan(balance::Region::kProducts, threads);
+  const std::vector<double>& shares = plan.shares;
+  // Two products on two threads: the cut falls near their border, inside the first product when thread 0
+  // is the slower. Let it fall in the one with more rows, whose piece repacks the smaller shared operand.
+  if (order.size() == 2 && threads == 2 && (spans[0].rows < spans[1].rows) == (shares[0] < 0.5)) {
+    std::swap(order[0], order[1]);
+    std::swap(spans[0], spans[1]);
+  }
+  const auto pieces = balance::cut(spans, shares, plan.unit);
+  std::vector<double> work(static_cast<size_t>(threads), 0.0), seconds(work.size(), 0.0);
+  at::parallel_for(0, threads, 1, [&](int64_t begin, int64_t end) {
     const c10::AutoGradMode no_autograd(false);  // thread-local: off on the pool's threads too
-    for (int64_t i = begin; i < end; ++i) run(blocks[static_cast<size_t>(i)]);
+    for (int64_t t = begin; t < end; ++t) {
+      const auto since = std::chrono::steady_clock::now();
+      for (const balance::Piece& k : pieces[static_cast<size_t>(t)]) {
+        run(k.span, k.lo, k.n);
+        work[static_cast<size_t>(t)] += static_cast<double>(k.n) * spans[k.span].row_work;
+      }
+      seconds[static_cast<size_t>(t)] = std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+    }
   });
+  balance::record(balance::Region::kProducts, work, seconds);
 }
 
 at::Tensor mm(const at::Tensor& a, const at::Tensor& b) {

@@ -1,7 +1,7 @@
 // The fused CPU training kernels (run.kernels: fused): every matrix product of a training step split into
-// as many row (or column) blocks as LibTorch has threads, each block one single-threaded OpenBLAS call
-// on its own core, and the work around the products fused per block (the head's softmax and loss, the
-// attention of one head). One thread pool (LibTorch's OpenMP) serves the products and the elementwise
+// one block of rows per LibTorch thread, sized by the threads' measured speeds (balance.h), each block one
+// single-threaded OpenBLAS call on its own core, and the work around the products fused per block (the
+// head's softmax and loss, the attention of one head). One thread pool (LibTorch's OpenMP) serves the products and the elementwise
 // ops, so no second pool spins against it.
 //
 // Why: on this class of machine OpenBLAS's own 2-thread products reach 80-140 GFLOP/s on the model's
@@ -28,21 +28,22 @@ Mode mode();
 /// True when `x` should take the fused kernels: fused mode, a CPU float32 tensor.
 bool applies(const at::Tensor& x);
 
-/// out (M,N) = alpha a (M,K) @ b (K,N), or out += alpha a @ b when `accumulate`, split over LibTorch's
-/// threads along the longer of M and N. Any operand may be a transposed or narrowed view whose rows or
+/// out (M,N) = alpha a (M,K) @ b (K,N), or out += alpha a @ b when `accumulate`, its rows split over
+/// LibTorch's threads. Any operand may be a transposed or narrowed view whose rows or
 /// columns are contiguous. No autograd.
 void mm_into(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, bool accumulate = false, double alpha = 1.0);
 at::Tensor mm(const at::Tensor& a, const at::Tensor& b);
 
-/// out = a @ b (or out += a @ b) for each; independent products run at the same time, each on its share
-/// of the threads (with two threads and two products, one whole product per thread).
+/// out = a @ b (or out += a @ b) for each; independent products run at the same time: their rows laid end
+/// to end and cut into one run per thread (with two threads and two products of equal work on threads of
+/// equal speed, one whole product per thread). The bits do not depend on the threads' speeds.
 struct Product {
   at::Tensor out, a, b;
   bool accumulate = false;
   double alpha = 1.0;  ///< the product's scale (BLAS alpha: no extra pass)
-  /// Run by the thread that made a block of `out`, right after it (while the block is fresh in cache):
-  /// the block's rows [lo, lo + n) when `by_rows`, else its columns.
-  std::function<void(bool by_rows, int64_t lo, int64_t n)> after = nullptr;
+  /// Run by the thread that made a block of `out`'s rows [lo, lo + n), right after it (while the block is
+  /// fresh in cache).
+  std::function<void(int64_t lo, int64_t n)> after = nullptr;
 };
 void mm_all(const std::vector<Product>& products);
 

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "checkpoint/rng_state.h"
+#include "model/balance.h"
 #include "model/kernels.h"
 #include "train/resume.h"
 #include "util/errors.h"
@@ -42,6 +43,7 @@ void log_model_summary(const model::GptImpl& m, const DecayGroups& g, const Trai
   spdlog::info("threads {}{} ({} kernels, OpenBLAS {}), device {}, {} x {} micro-batches x {} tokens = {} tokens/step",
                torch::get_num_threads(), world_size > 1 ? " per process" : "", fused ? "fused" : "plain",
                util::blas_threads(), m.device().str(), batch, job.train.grad_accum, a.max_seq_len, tokens);
+  if (fused) spdlog::info("fused kernels' thread shares: {}", model::kernels::balance::describe(torch::get_num_threads()));
 }
 
 model::Gpt build_model(const TrainJob& job, const RunData& data, const torch::Device& device, c10::ScalarType dtype) {

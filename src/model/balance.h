@@ -1,0 +1,75 @@
+// How the fused kernels share a parallel region's work among LibTorch's threads: by each thread's measured
+// speed, without changing a bit of the result.
+//
+// The two vCPUs of a cloud machine rarely run at one speed: on the development machine one thread did its
+// half of a product 4-8% slower than the other for a whole run (which one changed from run to run), and
+// equal halves made the faster thread wait for the slower one in every region (7% of the product regions'
+// time). OpenBLAS computes each row of a product the same way whatever block of rows it sits in, once
+// the blocks start at a multiple of its kernel's tile (12 rows for the Haswell sgemm kernels) and are not
+// so small that another code path takes them: so the rows can be cut wherever the measured speeds say, and
+// the result is the same to the bit for every cut. Runs stay deterministic and resume stays exact.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace lm::model::kernels::balance {
+
+/// A piece of a product smaller than this many multiply-adds is never cut off (OpenBLAS may take small
+/// products down another path, with other rounding).
+constexpr int64_t kMinPieceWork = int64_t{1} << 21;
+
+/// out = alpha a @ b, or out += alpha a @ b when `accumulate`, on the calling thread: how every piece of a
+/// product is made (the cuts are checked by this same call).
+void multiply(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, bool accumulate, double alpha);
+
+/// The row multiple at which a product through LibTorch's mm/addmm may be cut (pieces of at least
+/// kMinPieceWork multiply-adds) and give the same bits as uncut: found once per process (on first use
+/// while OpenBLAS runs one thread per call) by cutting products of every operand layout and comparing.
+/// 0 when no candidate holds, or while OpenBLAS is not on one thread (or not the BLAS).
+int64_t row_unit();
+
+/// The kinds of region whose speeds are measured apart (the loss head's region also runs its softmax).
+enum class Region { kProducts, kHead, kCount };
+
+/// How to cut the next region of this kind over `threads` threads: each thread's share (summing to 1) and
+/// the row unit for cut(). The shares follow the speeds measured in earlier regions when OpenBLAS runs one
+/// thread per call (its own threads would split each piece their own way) and row_unit() found a unit; else
+/// (or before any measurement, or pinned) they are equal, and the cuts fixed.
+struct Plan {
+  std::vector<double> shares;
+  int64_t unit;
+};
+Plan plan(Region kind, int64_t threads);
+
+/// The plan's rule in words, for the training log: "by measured thread speed, rows cut at multiples of 12" or
+/// why the shares stay equal.
+std::string describe(int64_t threads);
+
+/// A finished region: what each thread did (work in any unit common to the threads) and in how many seconds.
+void record(Region kind, const std::vector<double>& work, const std::vector<double>& seconds);
+
+/// For tests: every region's shares fixed to these (normalised); empty: measured again.
+void pin_shares(std::vector<double> shares);
+
+/// A product's rows laid out for cutting: how many, and the work of one row.
+struct Span {
+  int64_t rows;
+  double row_work;
+};
+/// A piece of span `span`: rows [lo, lo + n).
+struct Piece {
+  size_t span;
+  int64_t lo, n;
+};
+
+/// The spans' rows laid end to end and cut into one run of pieces per thread, in proportion to `shares`.
+/// Inside a span every cut is at a multiple of the span's granule (a multiple of `unit` of at least
+/// kMinPieceWork multiply-adds) and at least a granule from its end, so no piece is small. Empty pieces are
+/// left out.
+std::vector<std::vector<Piece>> cut(const std::vector<Span>& spans, const std::vector<double>& shares, int64_t unit);
+
+}  // namespace lm::model::kernels::balance
