@@ -131,6 +131,32 @@ TEST_F(Kernels, GeluSimdMatchesLibTorch) {
   }
 }
 
+// The AVX2 softmax rows against LibTorch's softmax, logsumexp and softmax backward: a head-sized row, a
+// ragged short one, one value, logits spread over 200 (most probabilities underflow), and rows holding a
+// NaN or an infinity, which the loop leaves to LibTorch.
+TEST_F(Kernels, SoftmaxSimdMatchesLibTorch) {
+  double log_norm = 0.0;
+  if (!kn::softmax_row(torch::zeros({8}).data_ptr<float>(), torch::empty({8}).data_ptr<float>(), 8, &log_norm)) {
+    GTEST_SKIP() << "this CPU has no AVX2 + FMA: LibTorch's softmax runs instead";
+  }
+  for (const auto& [n, spread] : {std::pair<int64_t, double>{8192, 5}, {13, 3}, {1, 1}, {1000, 200}}) {
+    auto x = torch::randn({n}) * spread, y = torch::empty({n});
+    ASSERT_TRUE(kn::softmax_row(x.data_ptr<float>(), y.data_ptr<float>(), n, &log_norm)) << n;
+    EXPECT_LE((y - torch::softmax(x, 0)).abs().max().item<double>(), 1e-6) << n << " values";
+    EXPECT_NEAR(log_norm, x.to(torch::kDouble).logsumexp(0).item<double>(), 1e-6 * std::max(1.0, spread)) << n;
+    auto dp = torch::randn({n}), ds = torch::empty({n});
+    ASSERT_TRUE(kn::softmax_backward_row(y.data_ptr<float>(), dp.data_ptr<float>(), ds.data_ptr<float>(), n));
+    EXPECT_LE((ds - at::_softmax_backward_data(dp, y, 0, at::kFloat)).abs().max().item<double>(), 1e-6) << n;
+  }
+  for (const float bad : {std::nanf(""), INFINITY, -INFINITY}) {
+    auto x = torch::randn({20});
+    x[7] = bad;
+    auto y = torch::full({20}, 3.0f);
+    EXPECT_FALSE(kn::softmax_row(x.data_ptr<float>(), y.data_ptr<float>(), 20, &log_norm)) << bad;
+    EXPECT_TRUE(torch::equal(y, torch::full({20}, 3.0f))) << "wrote a row it left to LibTorch";
+  }
+}
+
 TEST_F(Kernels, LinearGeluValueAndGradients) {
   // 517 rows x 56 outputs (517 x 56 x 24 multiply-adds, past mm_all's split threshold): split by rows over
   // the threads, ragged; 5 rows x 4096 outputs: split by columns, so the GELU runs on column blocks.

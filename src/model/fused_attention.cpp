@@ -13,6 +13,7 @@
 #include <limits>
 
 #include "model/kernels.h"
+#include "model/simd.h"
 #include "util/threads.h"
 
 namespace lm::model::kernels {
@@ -101,6 +102,39 @@ void each_thread(const Body& body) {
   at::parallel_for(0, at::get_num_threads(), 1, [&](int64_t /*begin*/, int64_t /*end*/) { body(); });
 }
 
+// w = the causal softmax of scores s, row by row over each row's own keys (simd.h) and zeros after them;
+// LibTorch's softmax of the masked scores on a CPU without AVX2 or when a row holds a NaN or an infinity.
+void softmax_causal(at::Tensor& s, at::Tensor& w, const QueryBlock& q) {
+  float *sp = s.data_ptr<float>(), *wp = w.data_ptr<float>();
+  const int64_t keys = q.keys();
+  for (int64_t r = 0; r < q.n; ++r) {
+    const int64_t seen = q.r0 + r + 1;
+    double log_norm = 0.0;
+    if (!softmax_row(sp + r * keys, wp + r * keys, seen, &log_norm)) {
+      mask_future(s, q);
+      at::_softmax_out(w, s, 1, false);
+      return;
+    }
+    std::fill(wp + r * keys + seen, wp + (r + 1) * keys, 0.0f);
+  }
+}
+
+// ds = the softmax's backward of dp for causal weights w (zero after each row's keys, and so is ds).
+void softmax_causal_backward(at::Tensor& ds, const at::Tensor& dp, const at::Tensor& w, const QueryBlock& q) {
+  if (!simd_loops()) {
+    at::_softmax_backward_data_out(ds, dp, w, 1, at::kFloat);  // masked: P = 0
+    return;
+  }
+  float* dsp = ds.data_ptr<float>();
+  const float *dpp = dp.data_ptr<float>(), *wp = w.data_ptr<float>();
+  const int64_t keys = q.keys();
+  for (int64_t r = 0; r < q.n; ++r) {
+    const int64_t seen = q.r0 + r + 1, o = r * keys;
+    softmax_backward_row(wp + o, dpp + o, dsp + o, seen);
+    std::fill(dsp + o + seen, dsp + o + keys, 0.0f);
+  }
+}
+
 struct AttentionFn : public torch::autograd::Function<AttentionFn> {
   // qkv (B,T,3C) contiguous -> y (B,T,C); keeps the attention weights (B*H, ragged blocks) for backward.
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& qkv, int64_t H) {
@@ -123,9 +157,8 @@ struct AttentionFn : public torch::autograd::Function<AttentionFn> {
         for (const QueryBlock& qb : blocks) {
           at::Tensor s = scores.narrow(0, 0, qb.n * qb.keys()).view({qb.n, qb.keys()});
           gemm(qb.n, qb.keys(), D, scale, {q + qb.r0 * L, L}, {k, L, true}, 0.f, s.data_ptr<float>(), qb.keys());
-          mask_future(s, qb);
           at::Tensor w = block_weights(p.select(0, i), qb);
-          at::_softmax_out(w, s, 1, false);
+          softmax_causal(s, w, qb);
           gemm(qb.n, D, qb.keys(), 1.f, {w.data_ptr<float>(), qb.keys()}, {v, L}, 0.f, yi + qb.r0 * C, C);
         }
       }
@@ -169,7 +202,7 @@ struct AttentionFn : public torch::autograd::Function<AttentionFn> {
           gemm(qb.n, keys, D, 1.f, {dyb, C}, {v, L, true}, 0.f, dp.data_ptr<float>(), keys);   // dP = dY V^T
           gemm(keys, D, qb.n, 1.f, {w.data_ptr<float>(), keys, true}, {dyb, C}, beta, dv, L);   // dV += P^T dY
           at::Tensor ds = dsbuf.narrow(0, 0, qb.n * keys).view({qb.n, keys});
-          at::_softmax_backward_data_out(ds, dp, w, 1, at::kFloat);  // masked: P = 0
+          softmax_causal_backward(ds, dp, w, qb);
           const float* dsp = ds.data_ptr<float>();
           gemm(qb.n, D, keys, scale, {dsp, keys}, {k, L}, 0.f, dq + qb.r0 * L, L);                  // dQ = dS K
           gemm(keys, D, qb.n, scale, {dsp, keys, true}, {q + qb.r0 * L, L}, beta, dk, L);           // dK += dS^T Q

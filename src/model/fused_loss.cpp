@@ -14,6 +14,7 @@
 
 #include "model/balance.h"
 #include "model/kernels.h"
+#include "model/simd.h"
 
 namespace lm::model::kernels {
 
@@ -33,25 +34,39 @@ constexpr int64_t kRowsPerThread = 512, kBlockBytes = int64_t{16} << 20;
 constexpr float kTinyProbability = 1e-30f;
 
 // The rows of one thread's block `lg` (their logits already in place, from rows `hb` of the hidden states):
-// softmax in place, one row at a time while it sits in cache (ATen's vectorised kernel, serial inside a
-// parallel region); minus one at each target when `grad` (the 1/N is the gradient products' alpha). Writes
-// each row's loss, -log p(target), to `loss`; a row whose target probability underflows gets its logits
-// again (one row-vector product) and an exact log-sum-exp.
+// softmax in place, one row at a time while it sits in cache (simd.h's loop; LibTorch's vectorised kernel,
+// serial inside a parallel region, on a CPU without AVX2 or for a row holding a NaN or an infinity); minus
+// one at each target when `grad` (the 1/N is the gradient products' alpha). Writes each row's loss,
+// -log p(target), to `loss`: the log-normaliser minus the target's logit, or, after LibTorch's softmax, from
+// the probability, a row whose target probability underflows getting its logits again (one row-vector
+// product) and an exact log-sum-exp.
 void softmax_rows(at::Tensor lg, const at::Tensor& hb, const at::Tensor& w, const at::Tensor& targets, bool grad,
                   double* loss) {
-  at::_softmax_out(lg, lg, 1, /*half_to_float=*/false);
+  const bool simd = simd_loops();
+  if (!simd) at::_softmax_out(lg, lg, 1, /*half_to_float=*/false);
   float* p = lg.data_ptr<float>();
   const int64_t* y = targets.data_ptr<int64_t>();
   const int64_t V = lg.size(1);
   for (int64_t r = 0; r < lg.size(0); ++r) {
-    float& pt = p[r * V + y[r]];
-    if (pt >= kTinyProbability || std::isnan(pt)) {  // NaN (a diverged step): the loss says so, no detour
-      loss[r] = -std::log(static_cast<double>(pt));
+    float* row = p + r * V;
+    const float logit = row[y[r]];
+    double log_norm = 0.0;
+    if (simd && softmax_row(row, row, V, &log_norm)) {
+      loss[r] = log_norm - static_cast<double>(logit);
     } else {
-      const at::Tensor row = at::mv(w, hb[r]).to(at::kDouble);  // (V)
-      loss[r] = (row.logsumexp(0) - row[y[r]]).item<double>();
+      if (simd) {
+        at::Tensor one = lg[r];
+        at::_softmax_out(one, one, 0, /*half_to_float=*/false);
+      }
+      const float pt = row[y[r]];
+      if (pt >= kTinyProbability || std::isnan(pt)) {  // NaN (a diverged step): the loss says so, no detour
+        loss[r] = -std::log(static_cast<double>(pt));
+      } else {
+        const at::Tensor logits = at::mv(w, hb[r]).to(at::kDouble);  // (V)
+        loss[r] = (logits.logsumexp(0) - logits[y[r]]).item<double>();
+      }
     }
-    if (grad) pt -= 1.0f;
+    if (grad) row[y[r]] -= 1.0f;
   }
 }
 

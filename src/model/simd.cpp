@@ -3,6 +3,7 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -31,7 +32,7 @@ float gelu_grad_scalar(float g, float x) {
 
 // exp(x) for 8 floats (Cephes' expf: x = n ln2 + r, e^r by a degree-6 polynomial, 2^n into the exponent);
 // x is clamped to [-87.33, 88.37], so below -87.33 it gives ~1.2e-38, not 0.
-__attribute__((target("avx2,fma"))) __m256 exp8(__m256 x) {
+inline __attribute__((target("avx2,fma"), always_inline)) __m256 exp8(__m256 x) {
   x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.33f)), _mm256_set1_ps(88.37f));
   const __m256 n = _mm256_floor_ps(_mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), _mm256_set1_ps(0.5f)));
   __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
@@ -127,6 +128,67 @@ __attribute__((target("avx2,fma"))) void column_sums_avx2(const float* a, int64_
       [&](int64_t i) { return a[i]; });
 }
 
+// The largest of 8 floats, and their sum in double.
+__attribute__((target("avx2,fma"))) float max8(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  return _mm_cvtss_f32(_mm_max_ss(m, _mm_shuffle_ps(m, m, 1)));
+}
+
+__attribute__((target("avx2,fma"))) double sum4d(__m256d v) {
+  const __m128d s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
+  return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
+}
+
+// softmax_row's work; false (y untouched) when x holds a NaN or an infinity. The exponentials are summed
+// in double (8,192 of them in float lanes would carry ~1e-6 into the loss).
+__attribute__((target("avx2,fma"))) bool softmax_avx2(const float* x, float* y, int64_t n, double* log_norm) {
+  const int64_t wide = n / 8 * 8;
+  __m256 mx = _mm256_set1_ps(-INFINITY), bad = _mm256_setzero_ps();
+  for (int64_t i = 0; i < wide; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    mx = _mm256_max_ps(mx, v);
+    const __m256 d = _mm256_sub_ps(v, v);  // NaN for a NaN or an infinity (max_ps may drop a NaN)
+    bad = _mm256_or_ps(bad, _mm256_cmp_ps(d, d, _CMP_UNORD_Q));
+  }
+  float m = max8(mx);
+  bool finite = _mm256_movemask_ps(bad) == 0;
+  for (int64_t i = wide; i < n; ++i) {
+    m = std::max(m, x[i]);
+    finite = finite && std::isfinite(x[i]);
+  }
+  if (!finite) return false;
+  const __m256 vm = _mm256_set1_ps(m);
+  __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();
+  for (int64_t i = 0; i < wide; i += 8) {
+    const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
+    _mm256_storeu_ps(y + i, e);
+    lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+    hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+  }
+  double sum = sum4d(_mm256_add_pd(lo, hi));
+  for (int64_t i = wide; i < n; ++i) sum += y[i] = std::exp(x[i] - m);
+  const __m256 inv = _mm256_set1_ps(static_cast<float>(1.0 / sum));
+  for (int64_t i = 0; i < wide; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(y + i), inv));
+  for (int64_t i = wide; i < n; ++i) y[i] *= _mm256_cvtss_f32(inv);
+  *log_norm = static_cast<double>(m) + std::log(sum);
+  return true;
+}
+
+__attribute__((target("avx2,fma"))) void softmax_backward_avx2(const float* p, const float* dp, float* ds, int64_t n) {
+  const int64_t wide = n / 8 * 8;
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t i = 0; i < wide; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(p + i), _mm256_loadu_ps(dp + i), acc);
+  const __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+  float dot = _mm_cvtss_f32(_mm_hadd_ps(_mm_hadd_ps(h, h), _mm_hadd_ps(h, h)));
+  for (int64_t i = wide; i < n; ++i) dot += p[i] * dp[i];
+  const __m256 vd = _mm256_set1_ps(dot);
+  for (int64_t i = 0; i < wide; i += 8) {
+    _mm256_storeu_ps(ds + i, _mm256_mul_ps(_mm256_loadu_ps(p + i), _mm256_sub_ps(_mm256_loadu_ps(dp + i), vd)));
+  }
+  for (int64_t i = wide; i < n; ++i) ds[i] = p[i] * (dp[i] - dot);
+}
+
 }  // namespace
 
 bool simd_loops() {
@@ -152,6 +214,16 @@ bool add_column_sums(const float* a, int64_t rows, int64_t cols, float* col_sums
   return true;
 }
 
+bool softmax_row(const float* x, float* y, int64_t n, double* log_norm) {
+  return simd_loops() && softmax_avx2(x, y, n, log_norm);
+}
+
+bool softmax_backward_row(const float* p, const float* dp, float* ds, int64_t n) {
+  if (!simd_loops()) return false;
+  softmax_backward_avx2(p, dp, ds, n);
+  return true;
+}
+
 }  // namespace lm::model::kernels
 
 #else  // not x86: no AVX2, the callers take LibTorch's ops
@@ -162,6 +234,8 @@ bool simd_loops() { return false; }
 bool gelu_forward(const float*, float*, int64_t) { return false; }
 bool gelu_backward_rows(const float*, const float*, float*, int64_t, int64_t, float*) { return false; }
 bool add_column_sums(const float*, int64_t, int64_t, float*) { return false; }
+bool softmax_row(const float*, float*, int64_t, double*) { return false; }
+bool softmax_backward_row(const float*, const float*, float*, int64_t) { return false; }
 
 }  // namespace lm::model::kernels
 

@@ -1,6 +1,7 @@
 // Loops of the fused CPU path in AVX2 + FMA: the erf GELU and its derivative (with the column sums of the
-// result taken in the same pass) for the MLP's fc layer (kernels::linear_gelu), and column sums (the bias
-// gradients of the other linear layers). Each returns false, having done nothing, on a CPU without AVX2 or
+// result taken in the same pass) for the MLP's fc layer (kernels::linear_gelu), column sums (the bias
+// gradients of the other linear layers), and the softmax and its backward by rows (the loss head, the
+// attention weights). Each returns false, having done nothing, on a CPU without AVX2 or
 // FMA, and the caller then takes LibTorch's ops.
 #pragma once
 
@@ -23,5 +24,14 @@ bool gelu_backward_rows(const float* g, const float* x, float* dx, int64_t rows,
 
 /// Adds each column's sum of `rows` x `cols` row-major floats to col_sums (summed in blocks of 64 rows).
 bool add_column_sums(const float* a, int64_t rows, int64_t cols, float* col_sums);
+
+/// y = softmax(x) over `n` floats (y may be x), exp by the same Cephes polynomial as the GELU's (a few ulp
+/// of expf; an exponent under -87.3 gives ~1e-38, not 0); `log_norm` gets the row's log-normaliser
+/// max + log(sum exp(x - max)), so -log p_i = log_norm - x_i without p_i's underflow. Returns false, having
+/// written nothing, also when x holds a NaN or an infinity (LibTorch's softmax then says what they give).
+bool softmax_row(const float* x, float* y, int64_t n, double* log_norm);
+
+/// ds = p (dp - sum(p dp)) over `n` floats: the softmax's backward for weights p and their gradient dp.
+bool softmax_backward_row(const float* p, const float* dp, float* ds, int64_t n);
 
 }  // namespace lm::model::kernels
