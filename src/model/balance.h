@@ -10,7 +10,10 @@
 // the result is the same to the bit for every cut. Runs stay deterministic and resume stays exact.
 #pragma once
 
+#include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
+
+#include <chrono>
 
 #include <cstdint>
 #include <string>
@@ -71,5 +74,26 @@ struct Piece {
 /// kMinPieceWork multiply-adds) and at least a granule from its end, so no piece is small. Empty pieces are
 /// left out.
 std::vector<std::vector<Piece>> cut(const std::vector<Span>& spans, const std::vector<double>& shares, int64_t unit);
+
+/// One parallel region over LibTorch's threads: thread t runs body(piece) for each of pieces[t] with grad
+/// mode off, timed; then the region is recorded (work: rows x their span's row_work). Compiled into the
+/// caller, which needs -fopenmp (CMakeLists.txt).
+template <typename Body>
+void run_pieces(Region kind, const std::vector<Span>& spans, const std::vector<std::vector<Piece>>& pieces,
+                const Body& body) {
+  std::vector<double> work(pieces.size(), 0.0), seconds(pieces.size(), 0.0);
+  at::parallel_for(0, static_cast<int64_t>(pieces.size()), 1, [&](int64_t begin, int64_t end) {
+    const c10::AutoGradMode no_autograd(false);  // thread-local: off on the pool's threads too
+    for (auto t = static_cast<size_t>(begin); t < static_cast<size_t>(end); ++t) {
+      const auto since = std::chrono::steady_clock::now();
+      for (const Piece& k : pieces[t]) {
+        body(k);
+        work[t] += static_cast<double>(k.n) * spans[k.span].row_work;
+      }
+      seconds[t] = std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+    }
+  });
+  record(kind, work, seconds);
+}
 
 }  // namespace lm::model::kernels::balance

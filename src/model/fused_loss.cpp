@@ -6,7 +6,6 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <numeric>
 #include <utility>
@@ -106,27 +105,16 @@ struct HeadLossFn : public torch::autograd::Function<HeadLossFn> {
       at::Tensor lg = buf.narrow(0, 0, n);
       // The block's rows cut by the threads' speeds (balance.h: the logits' and dh's bits do not depend on the cut).
       const balance::Plan plan = balance::plan(balance::Region::kHead, threads);
-      const auto pieces = balance::cut({{n, static_cast<double>(h.size(1)) * static_cast<double>(V)}}, plan.shares, plan.unit);
-      std::vector<double> work(static_cast<size_t>(threads), 0.0), seconds(work.size(), 0.0);
-      at::parallel_for(0, threads, 1, [&](int64_t begin, int64_t end) {
-        const c10::AutoGradMode no_autograd(false);  // thread-local: off on the pool's threads too
-        for (int64_t t = begin; t < end; ++t) {
-          const auto since = std::chrono::steady_clock::now();
-          for (const balance::Piece& k : pieces[static_cast<size_t>(t)]) {
-            at::Tensor block = lg.narrow(0, k.lo, k.n);
-            at::mm_out(block, hc.narrow(0, k.lo, k.n), wt);
-            softmax_rows(block, hc.narrow(0, k.lo, k.n), w, y.narrow(0, c0 + k.lo, k.n), want_h || want_w,
-                         losses.data() + k.lo);
-            if (want_h) {
-              at::Tensor dh_block = dh.narrow(0, c0 + k.lo, k.n);
-              at::addmm_out(dh_block, dh_block, block, w, /*beta=*/0, /*alpha=*/inv_n);
-            }
-            work[static_cast<size_t>(t)] += static_cast<double>(k.n);
-          }
-          seconds[static_cast<size_t>(t)] = std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+      const std::vector<balance::Span> spans{{n, static_cast<double>(h.size(1)) * static_cast<double>(V)}};
+      balance::run_pieces(balance::Region::kHead, spans, balance::cut(spans, plan.shares, plan.unit), [&](const balance::Piece& k) {
+        at::Tensor block = lg.narrow(0, k.lo, k.n);
+        at::mm_out(block, hc.narrow(0, k.lo, k.n), wt);
+        softmax_rows(block, hc.narrow(0, k.lo, k.n), w, y.narrow(0, c0 + k.lo, k.n), want_h || want_w, losses.data() + k.lo);
+        if (want_h) {
+          at::Tensor dh_block = dh.narrow(0, c0 + k.lo, k.n);
+          at::addmm_out(dh_block, dh_block, block, w, /*beta=*/0, /*alpha=*/inv_n);
         }
       });
-      balance::record(balance::Region::kHead, work, seconds);
       total = std::accumulate(losses.begin(), losses.begin() + n, total);
       if (want_w) mm_into(dw, lg.t(), hc, /*accumulate=*/c0 > 0, inv_n);  // (V,n) @ (n,C)
     }

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 
 #include "model/balance.h"
 #include "model/simd.h"
@@ -187,19 +186,7 @@ void mm_all(const std::vector<Product>& products) {
     std::swap(spans[0], spans[1]);
   }
   const auto pieces = balance::cut(spans, shares, plan.unit);
-  std::vector<double> work(static_cast<size_t>(threads), 0.0), seconds(work.size(), 0.0);
-  at::parallel_for(0, threads, 1, [&](int64_t begin, int64_t end) {
-    const c10::AutoGradMode no_autograd(false);  // thread-local: off on the pool's threads too
-    for (int64_t t = begin; t < end; ++t) {
-      const auto since = std::chrono::steady_clock::now();
-      for (const balance::Piece& k : pieces[static_cast<size_t>(t)]) {
-        run(k.span, k.lo, k.n);
-        work[static_cast<size_t>(t)] += static_cast<double>(k.n) * spans[k.span].row_work;
-      }
-      seconds[static_cast<size_t>(t)] = std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
-    }
-  });
-  balance::record(balance::Region::kProducts, work, seconds);
+  balance::run_pieces(balance::Region::kProducts, spans, pieces, [&](const balance::Piece& k) { run(k.span, k.lo, k.n); });
 }
 
 at::Tensor mm(const at::Tensor& a, const at::Tensor& b) {
