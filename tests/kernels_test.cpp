@@ -105,29 +105,33 @@ TEST_F(Kernels, LinearValueAndGradients) {
 
 // The AVX2 GELU and its derivative against LibTorch's gelu and gelu_backward over the whole float range
 // that matters (and beyond: |x| up to 30, where the Gaussian's density underflows), 8-wide columns and a
-// ragged tail, and the column sums (the derivative's, a plain tensor's) against LibTorch's sum.
+// ragged tail; the backward's product with the kept derivative against gelu_backward, and the column sums
+// (the product's, a plain tensor's) against LibTorch's sum.
 TEST_F(Kernels, GeluSimdMatchesLibTorch) {
   for (const int64_t cols : {1024, 13}) {
     const int64_t rows = 300;
     auto x = torch::cat({torch::linspace(-30, 30, 7 * cols), torch::randn({(rows - 7) * cols}) * 4}).view({rows, cols});
     auto g = torch::randn({rows, cols});
+    auto y = torch::empty_like(x), d = torch::empty_like(x), y_only = torch::empty_like(x);
+    if (!kn::gelu_forward(x.data_ptr<float>(), y.data_ptr<float>(), d.data_ptr<float>(), x.numel())) {
+      GTEST_SKIP() << "this CPU has no AVX2 + FMA: LibTorch's gelu and gelu_backward run instead";
+    }
+    EXPECT_LE((y - torch::gelu(x)).abs().max().item<double>(), 1e-6 * 30) << "forward (|x| up to 30)";
+    EXPECT_LE((d - at::gelu_backward(torch::ones_like(x), x)).abs().max().item<double>(), 1e-6) << "derivative";
+    ASSERT_TRUE(kn::gelu_forward(x.data_ptr<float>(), y_only.data_ptr<float>(), nullptr, x.numel()));
+    EXPECT_TRUE(torch::equal(y_only, y)) << "the forward without the derivative";
     auto dx = torch::empty_like(x);
     auto sums = torch::full({cols}, 0.5f);  // added to, not overwritten
-    if (!kn::gelu_backward_rows(g.data_ptr<float>(), x.data_ptr<float>(), dx.data_ptr<float>(), rows, cols,
-                                sums.data_ptr<float>())) {
-      GTEST_SKIP() << "this CPU has no AVX2 + FMA: LibTorch's gelu_backward runs instead";
-    }
+    ASSERT_TRUE(kn::multiply_rows(g.data_ptr<float>(), d.data_ptr<float>(), dx.data_ptr<float>(), rows, cols,
+                                  sums.data_ptr<float>()));
     const auto want = at::gelu_backward(g, x);
     EXPECT_LE((dx - want).abs().max().item<double>(), 1e-6) << cols << " columns";
     expect_close(sums, want.sum(0) + 0.5, 1e-5, "column sums");
-    ASSERT_TRUE(kn::gelu_backward_rows(g.data_ptr<float>(), x.data_ptr<float>(), dx.data_ptr<float>(), rows, cols, nullptr));
+    ASSERT_TRUE(kn::multiply_rows(g.data_ptr<float>(), d.data_ptr<float>(), dx.data_ptr<float>(), rows, cols, nullptr));
     EXPECT_LE((dx - want).abs().max().item<double>(), 1e-6) << "without sums";
     auto plain = torch::full({cols}, 0.5f);
     ASSERT_TRUE(kn::add_column_sums(g.data_ptr<float>(), rows, cols, plain.data_ptr<float>()));
     expect_close(plain, g.sum(0) + 0.5, 1e-5, "plain column sums");
-    auto y = torch::empty_like(x);
-    ASSERT_TRUE(kn::gelu_forward(x.data_ptr<float>(), y.data_ptr<float>(), x.numel()));
-    EXPECT_LE((y - torch::gelu(x)).abs().max().item<double>(), 1e-6 * 30) << "forward (|x| up to 30)";
   }
 }
 

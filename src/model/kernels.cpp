@@ -97,20 +97,26 @@ struct LinearNoBiasFn : public torch::autograd::Function<LinearNoBiasFn> {
   static variable_list backward(AutogradContext* ctx, variable_list grads) { return linear_backward(ctx, grads[0], false); }
 };
 
-// gelu(x2 W^T + b) for x2 (N,in); keeps x2, W and the pre-activation for backward.
+// gelu(x2 W^T + b) for x2 (N,in); keeps x2, W and, when `grad`, the GELU's derivative at the
+// pre-activation (simd.h: computed with the GELU, from the same erf; LibTorch's ops keep the pre-activation
+// instead on a CPU without AVX2).
 struct LinearGeluFn : public torch::autograd::Function<LinearGeluFn> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x2, const at::Tensor& w, const at::Tensor& b) {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x2, const at::Tensor& w, const at::Tensor& b,
+                               bool grad) {
     at::Tensor pre = at::empty({x2.size(0), w.size(0)}, x2.options());
     at::Tensor act = at::empty_like(pre);
+    at::Tensor derivative = grad && simd_loops() ? at::empty_like(pre) : at::Tensor();
     pre.copy_(b.expand_as(pre));
     auto gelu_block = [&](int64_t lo, int64_t n) {
-      const int64_t cols = pre.size(1);  // a block of rows is contiguous: simd.h's loop when the CPU has AVX2
-      if (gelu_forward(pre.data_ptr<float>() + lo * cols, act.data_ptr<float>() + lo * cols, n * cols)) return;
+      const int64_t cols = pre.size(1), o = lo * cols;  // a block of rows is contiguous
+      float* d = derivative.defined() ? derivative.data_ptr<float>() + o : nullptr;
+      if (gelu_forward(pre.data_ptr<float>() + o, act.data_ptr<float>() + o, d, n * cols)) return;
       at::Tensor out = act.narrow(0, lo, n);
       at::gelu_out(out, pre.narrow(0, lo, n));
     };
     mm_all({{pre, x2, w.t(), /*accumulate=*/true, 1.0, gelu_block}});
-    ctx->save_for_backward({x2, w, pre});
+    if (grad) ctx->save_for_backward({x2, w, derivative.defined() ? derivative : pre});
+    ctx->saved_data["derivative"] = derivative.defined();
     return act;
   }
 
@@ -118,7 +124,8 @@ struct LinearGeluFn : public torch::autograd::Function<LinearGeluFn> {
     const auto saved = ctx->get_saved_variables();
     const at::Tensor& x2 = saved[0];
     const at::Tensor& w = saved[1];
-    const at::Tensor& pre = saved[2];
+    const at::Tensor& kept = saved[2];  // the derivative, or the pre-activation
+    const bool derivative = ctx->saved_data["derivative"].toBool();
     const at::Tensor g = grads[0].contiguous();  // (N,out): the gradient of the activation
     // The pre-activation's gradient, a range of rows per thread, each range's column sums (the thread's
     // share of the bias gradient, when wanted) taken in the same pass (simd.h).
@@ -127,16 +134,18 @@ struct LinearGeluFn : public torch::autograd::Function<LinearGeluFn> {
     const bool want_bias = ctx->needs_input_grad(2);
     at::Tensor db = rows_with_shares(g.size(0), cols, g.options(), [&](int64_t begin, int64_t end, at::Tensor share) {
       const int64_t off = begin * cols;
-      if (gelu_backward_rows(g.data_ptr<float>() + off, pre.data_ptr<float>() + off, dpre.data_ptr<float>() + off,
-                             end - begin, cols, want_bias ? share.data_ptr<float>() : nullptr)) {
+      if (derivative && multiply_rows(g.data_ptr<float>() + off, kept.data_ptr<float>() + off,
+                                      dpre.data_ptr<float>() + off, end - begin, cols,
+                                      want_bias ? share.data_ptr<float>() : nullptr)) {
         return;
       }
       at::Tensor d = dpre.narrow(0, begin, end - begin);  // a CPU without AVX2: LibTorch's ops
-      at::gelu_backward_out(d, g.narrow(0, begin, end - begin), pre.narrow(0, begin, end - begin));
+      at::gelu_backward_out(d, g.narrow(0, begin, end - begin), kept.narrow(0, begin, end - begin));
       if (want_bias) share.add_(d.sum(0));
     });
     variable_list out = linear_products(ctx, dpre, x2, w);
     out.push_back(want_bias ? db : at::Tensor());
+    out.push_back(at::Tensor());  // grad: not a tensor
     return out;
   }
 };
@@ -199,7 +208,8 @@ at::Tensor linear_gelu(const at::Tensor& x, const at::Tensor& weight, const at::
   TORCH_CHECK(bias.defined(), "linear_gelu: the layer needs a bias");  // autograd takes no undefined input
   auto sizes = x.sizes().vec();
   sizes.back() = weight.size(0);
-  return LinearGeluFn::apply(x.reshape({-1, x.size(-1)}), weight, bias).view(sizes);
+  const bool grad = c10::GradMode::is_enabled() && (x.requires_grad() || weight.requires_grad() || bias.requires_grad());
+  return LinearGeluFn::apply(x.reshape({-1, x.size(-1)}), weight, bias, grad).view(sizes);
 }
 
 at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {

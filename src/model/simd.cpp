@@ -24,12 +24,6 @@ float cdf_scalar(float x, float& e) {
   return 0.5f * (1.0f + (x < 0 ? -erf_abs : erf_abs));
 }
 
-float gelu_grad_scalar(float g, float x) {
-  float e = 0.0f;
-  const float cdf = cdf_scalar(x, e);
-  return g * (cdf + x * e * kInvSqrt2Pi);
-}
-
 // exp(x) for 8 floats (Cephes' expf: x = n ln2 + r, e^r by a degree-6 polynomial, 2^n into the exponent);
 // x is clamped to [-87.33, 88.37], so below -87.33 it gives ~1.2e-38, not 0.
 inline __attribute__((target("avx2,fma"), always_inline)) __m256 exp8(__m256 x) {
@@ -63,27 +57,26 @@ __attribute__((target("avx2,fma"))) __m256 cdf8(__m256 x, __m256& e) {
   return _mm256_mul_ps(_mm256_add_ps(erf, _mm256_set1_ps(1.0f)), _mm256_set1_ps(0.5f));
 }
 
-__attribute__((target("avx2,fma"))) __m256 gelu_grad8(__m256 g, __m256 x) {
-  __m256 e;
-  const __m256 cdf = cdf8(x, e);
-  return _mm256_mul_ps(g, _mm256_fmadd_ps(_mm256_mul_ps(x, e), _mm256_set1_ps(kInvSqrt2Pi), cdf));
-}
-
-__attribute__((target("avx2,fma"))) void gelu_forward_avx2(const float* x, float* y, int64_t n) {
+// y = GELU(x) and, when `d` is not null, d = GELU'(x) = Phi(x) + x phi(x), from the same Phi and exp.
+__attribute__((target("avx2,fma"))) void gelu_forward_avx2(const float* x, float* y, float* d, int64_t n) {
   const int64_t wide = n / 8 * 8;
   for (int64_t i = 0; i < wide; i += 8) {
     const __m256 v = _mm256_loadu_ps(x + i);
     __m256 e;
-    _mm256_storeu_ps(y + i, _mm256_mul_ps(v, cdf8(v, e)));
+    const __m256 cdf = cdf8(v, e);
+    _mm256_storeu_ps(y + i, _mm256_mul_ps(v, cdf));
+    if (d) _mm256_storeu_ps(d + i, _mm256_fmadd_ps(_mm256_mul_ps(v, e), _mm256_set1_ps(kInvSqrt2Pi), cdf));
   }
   for (int64_t i = wide; i < n; ++i) {
     float e = 0.0f;
-    y[i] = x[i] * cdf_scalar(x[i], e);
+    const float cdf = cdf_scalar(x[i], e);
+    y[i] = x[i] * cdf;
+    if (d) d[i] = cdf + x[i] * e * kInvSqrt2Pi;
   }
 }
 
 // Row r's values (8 at a time, then one at a time) into `block`, which is added to col_sums and zeroed every
-// 64 rows: one loop for the GELU derivative (`value` computes and stores dx) and for plain column sums.
+// 64 rows: one loop for the GELU's backward (`wide8` computes and stores dx) and for plain column sums.
 constexpr int64_t kSumRows = 64;
 
 template <typename Wide, typename One>
@@ -110,16 +103,16 @@ __attribute__((target("avx2,fma"))) void rows_with_sums(int64_t rows, int64_t co
   }
 }
 
-__attribute__((target("avx2,fma"))) void gelu_backward_avx2(const float* g, const float* x, float* dx, int64_t rows,
+__attribute__((target("avx2,fma"))) void multiply_rows_avx2(const float* g, const float* d, float* dx, int64_t rows,
                                                              int64_t cols, float* col_sums) {
   rows_with_sums(
       rows, cols, col_sums,
       [&](int64_t i) __attribute__((target("avx2,fma"))) {
-        const __m256 d = gelu_grad8(_mm256_loadu_ps(g + i), _mm256_loadu_ps(x + i));
-        _mm256_storeu_ps(dx + i, d);
-        return d;
+        const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(g + i), _mm256_loadu_ps(d + i));
+        _mm256_storeu_ps(dx + i, v);
+        return v;
       },
-      [&](int64_t i) { return dx[i] = gelu_grad_scalar(g[i], x[i]); });
+      [&](int64_t i) { return dx[i] = g[i] * d[i]; });
 }
 
 __attribute__((target("avx2,fma"))) void column_sums_avx2(const float* a, int64_t rows, int64_t cols, float* col_sums) {
@@ -196,15 +189,15 @@ bool simd_loops() {
   return yes;
 }
 
-bool gelu_forward(const float* x, float* y, int64_t n) {
+bool gelu_forward(const float* x, float* y, float* d, int64_t n) {
   if (!simd_loops()) return false;
-  gelu_forward_avx2(x, y, n);
+  gelu_forward_avx2(x, y, d, n);
   return true;
 }
 
-bool gelu_backward_rows(const float* g, const float* x, float* dx, int64_t rows, int64_t cols, float* col_sums) {
+bool multiply_rows(const float* g, const float* d, float* dx, int64_t rows, int64_t cols, float* col_sums) {
   if (!simd_loops()) return false;
-  gelu_backward_avx2(g, x, dx, rows, cols, col_sums);
+  multiply_rows_avx2(g, d, dx, rows, cols, col_sums);
   return true;
 }
 
@@ -231,8 +224,8 @@ bool softmax_backward_row(const float* p, const float* dp, float* ds, int64_t n)
 namespace lm::model::kernels {
 
 bool simd_loops() { return false; }
-bool gelu_forward(const float*, float*, int64_t) { return false; }
-bool gelu_backward_rows(const float*, const float*, float*, int64_t, int64_t, float*) { return false; }
+bool gelu_forward(const float*, float*, float*, int64_t) { return false; }
+bool multiply_rows(const float*, const float*, float*, int64_t, int64_t, float*) { return false; }
 bool add_column_sums(const float*, int64_t, int64_t, float*) { return false; }
 bool softmax_row(const float*, float*, int64_t, double*) { return false; }
 bool softmax_backward_row(const float*, const float*, float*, int64_t) { return false; }

@@ -1,8 +1,8 @@
-// Loops of the fused CPU path in AVX2 + FMA: the erf GELU and its derivative (with the column sums of the
-// result taken in the same pass) for the MLP's fc layer (kernels::linear_gelu), column sums (the bias
-// gradients of the other linear layers), and the softmax and its backward by rows (the loss head, the
-// attention weights). Each returns false, having done nothing, on a CPU without AVX2 or
-// FMA, and the caller then takes LibTorch's ops.
+// Loops of the fused CPU path in AVX2 + FMA: the erf GELU with its derivative, and the backward's product
+// with that derivative (the column sums of the result taken in the same pass), for the MLP's fc layer
+// (kernels::linear_gelu); column sums (the bias gradients of the other linear layers); the softmax and its
+// backward by rows (the loss head, the attention weights). Each returns false, having done nothing, on a
+// CPU without AVX2 or FMA, and the caller then takes LibTorch's ops.
 #pragma once
 
 #include <cstdint>
@@ -12,15 +12,15 @@ namespace lm::model::kernels {
 /// True when this CPU runs the loops below (x86 with AVX2 and FMA).
 bool simd_loops();
 
-/// y = GELU(x) = x Phi(x) for `n` contiguous floats, Phi by the erf of gelu_backward_rows below (LibTorch's
-/// gelu uses the same formula).
-bool gelu_forward(const float* x, float* y, int64_t n);
+/// y = GELU(x) = x Phi(x) for `n` contiguous floats, Phi(x) = (1 + erf(x / sqrt 2)) / 2 by Abramowitz-Stegun
+/// 7.1.26 (|error| <= 1.5e-7; LibTorch's gelu uses the erf formula). When `d` is not null it also gets the
+/// derivative GELU'(x) = Phi(x) + x phi(x) (as LibTorch's gelu_backward), from the same Phi and the same
+/// exp(-x^2/2), which gives phi: kept by the forward pass, so the backward pass evaluates no erf.
+bool gelu_forward(const float* x, float* y, float* d, int64_t n);
 
-/// dx = g * GELU'(x) for `rows` x `cols` row-major floats, GELU'(x) = Phi(x) + x phi(x) (the erf GELU's
-/// derivative, as LibTorch's gelu_backward: Phi by the same Abramowitz-Stegun 7.1.26 erf, |error| <= 1.5e-7,
-/// whose exp(-x^2/2) also gives phi, so one exp per element instead of two). When `col_sums` is not null,
-/// adds each column's sum of dx to it (summed in blocks of 64 rows, then added).
-bool gelu_backward_rows(const float* g, const float* x, float* dx, int64_t rows, int64_t cols, float* col_sums);
+/// dx = g * d elementwise for `rows` x `cols` row-major floats (a GELU's backward from its kept derivative).
+/// When `col_sums` is not null, adds each column's sum of dx to it (summed in blocks of 64 rows, then added).
+bool multiply_rows(const float* g, const float* d, float* dx, int64_t rows, int64_t cols, float* col_sums);
 
 /// Adds each column's sum of `rows` x `cols` row-major floats to col_sums (summed in blocks of 64 rows).
 bool add_column_sums(const float* a, int64_t rows, int64_t cols, float* col_sums);
