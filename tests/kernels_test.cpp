@@ -120,10 +120,14 @@ TEST_F(Kernels, GeluSimdMatchesLibTorch) {
     EXPECT_LE((d - at::gelu_backward(torch::ones_like(x), x)).abs().max().item<double>(), 1e-6) << "derivative";
     ASSERT_TRUE(kn::gelu_forward(x.data_ptr<float>(), y_only.data_ptr<float>(), nullptr, x.numel()));
     EXPECT_TRUE(torch::equal(y_only, y)) << "the forward without the derivative";
+    auto in_place = x.clone();  // the derivative written over the input, as linear_gelu does
+    ASSERT_TRUE(kn::gelu_forward(in_place.data_ptr<float>(), y_only.data_ptr<float>(), in_place.data_ptr<float>(), x.numel()));
+    EXPECT_TRUE(torch::equal(in_place, d)) << "the derivative over the input";
     auto dx = torch::empty_like(x);
     auto sums = torch::full({cols}, 0.5f);  // added to, not overwritten
     ASSERT_TRUE(kn::multiply_rows(g.data_ptr<float>(), d.data_ptr<float>(), dx.data_ptr<float>(), rows, cols,
                                   sums.data_ptr<float>()));
+    EXPECT_TRUE(torch::equal(dx, g * d)) << "dx = g * d exactly";
     const auto want = at::gelu_backward(g, x);
     EXPECT_LE((dx - want).abs().max().item<double>(), 1e-6) << cols << " columns";
     expect_close(sums, want.sum(0) + 0.5, 1e-5, "column sums");
@@ -163,7 +167,7 @@ TEST_F(Kernels, SoftmaxSimdMatchesLibTorch) {
 
 TEST_F(Kernels, LinearGeluValueAndGradients) {
   // 517 rows x 56 outputs (517 x 56 x 24 multiply-adds, past mm_all's split threshold): split by rows over
-  // the threads, ragged; 5 rows x 4096 outputs: split by columns, so the GELU runs on column blocks.
+  // the threads, ragged; 5 rows x 4096 outputs: fewer rows than one piece, so one block on one thread.
   for (auto [rows, out] : {std::pair<int64_t, int64_t>{517, 56}, std::pair<int64_t, int64_t>{5, 4096}}) {
     auto x = torch::randn({1, rows, 24}, torch::requires_grad());
     auto w = torch::randn({out, 24}, torch::requires_grad());
@@ -189,6 +193,17 @@ TEST_F(Kernels, LinearGeluValueAndGradients) {
   expect_close(x.grad(), x2.grad(), 1e-5, "dx frozen");
   EXPECT_FALSE(w.grad().defined());
   EXPECT_FALSE(b.grad().defined());
+  // Only the bias trains: its gradient is still right. Without autograd (sampling, eval) the forward keeps
+  // no derivative and gives the same bits.
+  auto bias = torch::randn({56}, torch::requires_grad());
+  auto xf = torch::randn({64, 24});
+  auto y = kn::linear_gelu(xf, w, bias);
+  y.sum().backward();
+  auto bias2 = bias.detach().clone().requires_grad_();
+  torch::gelu(torch::nn::functional::linear(xf, w, bias2)).sum().backward();
+  expect_close(bias.grad(), bias2.grad(), 1e-5, "db alone");
+  const torch::NoGradGuard no_grad;
+  EXPECT_TRUE(torch::equal(kn::linear_gelu(xf, w, bias), y)) << "forward without autograd";
 }
 
 TEST_F(Kernels, AttentionValueAndGradients) {

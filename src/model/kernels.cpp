@@ -97,26 +97,26 @@ struct LinearNoBiasFn : public torch::autograd::Function<LinearNoBiasFn> {
   static variable_list backward(AutogradContext* ctx, variable_list grads) { return linear_backward(ctx, grads[0], false); }
 };
 
-// gelu(x2 W^T + b) for x2 (N,in); keeps x2, W and, when `grad`, the GELU's derivative at the
-// pre-activation (simd.h: computed with the GELU, from the same erf; LibTorch's ops keep the pre-activation
-// instead on a CPU without AVX2).
+// gelu(x2 W^T + b) for x2 (N,in); when `grad`, keeps x2, W and the GELU's derivative at the
+// pre-activation (simd.h: computed with the GELU, from the same erf, over the pre-activation's own buffer;
+// LibTorch's ops keep the pre-activation itself instead on a CPU without AVX2).
 struct LinearGeluFn : public torch::autograd::Function<LinearGeluFn> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x2, const at::Tensor& w, const at::Tensor& b,
                                bool grad) {
     at::Tensor pre = at::empty({x2.size(0), w.size(0)}, x2.options());
     at::Tensor act = at::empty_like(pre);
-    at::Tensor derivative = grad && simd_loops() ? at::empty_like(pre) : at::Tensor();
+    const bool derivative = grad && simd_loops();  // written over the pre-activation, block by block
     pre.copy_(b.expand_as(pre));
     auto gelu_block = [&](int64_t lo, int64_t n) {
       const int64_t cols = pre.size(1), o = lo * cols;  // a block of rows is contiguous
-      float* d = derivative.defined() ? derivative.data_ptr<float>() + o : nullptr;
+      float* d = derivative ? pre.data_ptr<float>() + o : nullptr;
       if (gelu_forward(pre.data_ptr<float>() + o, act.data_ptr<float>() + o, d, n * cols)) return;
       at::Tensor out = act.narrow(0, lo, n);
       at::gelu_out(out, pre.narrow(0, lo, n));
     };
     mm_all({{pre, x2, w.t(), /*accumulate=*/true, 1.0, gelu_block}});
-    if (grad) ctx->save_for_backward({x2, w, derivative.defined() ? derivative : pre});
-    ctx->saved_data["derivative"] = derivative.defined();
+    if (grad) ctx->save_for_backward({x2, w, pre});  // pre: the derivative, or the pre-activation
+    ctx->saved_data["derivative"] = derivative;
     return act;
   }
 

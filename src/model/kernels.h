@@ -51,9 +51,10 @@ void mm_all(const std::vector<Product>& products);
 at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
 
 /// gelu(x W^T + b) (the erf GELU) for x (..., in) with autograd, as torch::gelu(linear(x, weight, bias)):
-/// each thread applies the GELU to its block of the product as soon as the block is made, and in
-/// backward takes the GELU's derivative and its share of the bias gradient in one pass per block. `bias`
-/// must be defined (the MLP's fc layer always has one).
+/// each thread applies the GELU to its block of the product as soon as the block is made, with the GELU's
+/// derivative when a gradient is wanted (kept for backward), and backward multiplies by that derivative
+/// and takes its share of the bias gradient in one pass per block. `bias` must be defined (the MLP's fc
+/// layer always has one).
 at::Tensor linear_gelu(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
 
 /// Mean cross-entropy of hidden (B,T,C) or (N,C) @ weight^T (V,C) against targets, as

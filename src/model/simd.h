@@ -15,7 +15,8 @@ bool simd_loops();
 /// y = GELU(x) = x Phi(x) for `n` contiguous floats, Phi(x) = (1 + erf(x / sqrt 2)) / 2 by Abramowitz-Stegun
 /// 7.1.26 (|error| <= 1.5e-7; LibTorch's gelu uses the erf formula). When `d` is not null it also gets the
 /// derivative GELU'(x) = Phi(x) + x phi(x) (as LibTorch's gelu_backward), from the same Phi and the same
-/// exp(-x^2/2), which gives phi: kept by the forward pass, so the backward pass evaluates no erf.
+/// exp(-x^2/2), which gives phi: kept by the forward pass, so the backward pass evaluates no erf. `d` may
+/// be `x` (each element is read before it is written); `y` may not.
 bool gelu_forward(const float* x, float* y, float* d, int64_t n);
 
 /// dx = g * d elementwise for `rows` x `cols` row-major floats (a GELU's backward from its kept derivative).
