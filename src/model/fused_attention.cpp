@@ -120,17 +120,17 @@ void softmax_causal(at::Tensor& s, at::Tensor& w, const QueryBlock& q) {
 }
 
 // ds = the softmax's backward of dp for causal weights w (zero after each row's keys, and so is ds).
+// LibTorch's softmax backward on a CPU without AVX2.
 void softmax_causal_backward(at::Tensor& ds, const at::Tensor& dp, const at::Tensor& w, const QueryBlock& q) {
-  if (!simd_loops()) {
-    at::_softmax_backward_data_out(ds, dp, w, 1, at::kFloat);  // masked: P = 0
-    return;
-  }
   float* dsp = ds.data_ptr<float>();
   const float *dpp = dp.data_ptr<float>(), *wp = w.data_ptr<float>();
   const int64_t keys = q.keys();
   for (int64_t r = 0; r < q.n; ++r) {
     const int64_t seen = q.r0 + r + 1, o = r * keys;
-    softmax_backward_row(wp + o, dpp + o, dsp + o, seen);
+    if (!softmax_backward_row(wp + o, dpp + o, dsp + o, seen)) {
+      at::_softmax_backward_data_out(ds, dp, w, 1, at::kFloat);  // masked: P = 0
+      return;
+    }
     std::fill(dsp + o + seen, dsp + o + keys, 0.0f);
   }
 }

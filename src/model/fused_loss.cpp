@@ -41,8 +41,6 @@ constexpr float kTinyProbability = 1e-30f;
 // product) and an exact log-sum-exp.
 void softmax_rows(at::Tensor lg, const at::Tensor& hb, const at::Tensor& w, const at::Tensor& targets, bool grad,
                   double* loss) {
-  const bool simd = simd_loops();
-  if (!simd) at::_softmax_out(lg, lg, 1, /*half_to_float=*/false);
   float* p = lg.data_ptr<float>();
   const int64_t* y = targets.data_ptr<int64_t>();
   const int64_t V = lg.size(1);
@@ -50,13 +48,11 @@ void softmax_rows(at::Tensor lg, const at::Tensor& hb, const at::Tensor& w, cons
     float* row = p + r * V;
     const float logit = row[y[r]];
     double log_norm = 0.0;
-    if (simd && softmax_row(row, row, V, &log_norm)) {
+    if (softmax_row(row, row, V, &log_norm)) {
       loss[r] = log_norm - static_cast<double>(logit);
     } else {
-      if (simd) {
-        at::Tensor one = lg[r];
-        at::_softmax_out(one, one, 0, /*half_to_float=*/false);
-      }
+      at::Tensor one = lg[r];
+      at::_softmax_out(one, one, 0, /*half_to_float=*/false);
       const float pt = row[y[r]];
       if (pt >= kTinyProbability || std::isnan(pt)) {  // NaN (a diverged step): the loss says so, no detour
         loss[r] = -std::log(static_cast<double>(pt));

@@ -98,25 +98,24 @@ struct LinearNoBiasFn : public torch::autograd::Function<LinearNoBiasFn> {
 };
 
 // gelu(x2 W^T + b) for x2 (N,in); when `grad`, keeps x2, W and the GELU's derivative at the
-// pre-activation (simd.h: computed with the GELU, from the same erf, over the pre-activation's own buffer;
-// LibTorch's ops keep the pre-activation itself instead on a CPU without AVX2).
+// pre-activation (simd.h: computed with the GELU, from the same erf, over the pre-activation's own buffer).
+// On a CPU without AVX2 simd.h's loops do nothing and say so: LibTorch's gelu leaves the pre-activation
+// itself in that buffer, and backward, whose multiply_rows declines in the same way, takes gelu_backward.
 struct LinearGeluFn : public torch::autograd::Function<LinearGeluFn> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x2, const at::Tensor& w, const at::Tensor& b,
                                bool grad) {
     at::Tensor pre = at::empty({x2.size(0), w.size(0)}, x2.options());
     at::Tensor act = at::empty_like(pre);
-    const bool derivative = grad && simd_loops();  // written over the pre-activation, block by block
     pre.copy_(b.expand_as(pre));
     auto gelu_block = [&](int64_t lo, int64_t n) {
       const int64_t cols = pre.size(1), o = lo * cols;  // a block of rows is contiguous
-      float* d = derivative ? pre.data_ptr<float>() + o : nullptr;
+      float* d = grad ? pre.data_ptr<float>() + o : nullptr;  // the derivative over the pre-activation
       if (gelu_forward(pre.data_ptr<float>() + o, act.data_ptr<float>() + o, d, n * cols)) return;
       at::Tensor out = act.narrow(0, lo, n);
       at::gelu_out(out, pre.narrow(0, lo, n));
     };
     mm_all({{pre, x2, w.t(), /*accumulate=*/true, 1.0, gelu_block}});
     if (grad) ctx->save_for_backward({x2, w, pre});  // pre: the derivative, or the pre-activation
-    ctx->saved_data["derivative"] = derivative;
     return act;
   }
 
@@ -124,8 +123,7 @@ struct LinearGeluFn : public torch::autograd::Function<LinearGeluFn> {
     const auto saved = ctx->get_saved_variables();
     const at::Tensor& x2 = saved[0];
     const at::Tensor& w = saved[1];
-    const at::Tensor& kept = saved[2];  // the derivative, or the pre-activation
-    const bool derivative = ctx->saved_data["derivative"].toBool();
+    const at::Tensor& kept = saved[2];  // the derivative, or (without AVX2) the pre-activation
     const at::Tensor g = grads[0].contiguous();  // (N,out): the gradient of the activation
     // The pre-activation's gradient, a range of rows per thread, each range's column sums (the thread's
     // share of the bias gradient, when wanted) taken in the same pass (simd.h).
@@ -134,9 +132,8 @@ struct LinearGeluFn : public torch::autograd::Function<LinearGeluFn> {
     const bool want_bias = ctx->needs_input_grad(2);
     at::Tensor db = rows_with_shares(g.size(0), cols, g.options(), [&](int64_t begin, int64_t end, at::Tensor share) {
       const int64_t off = begin * cols;
-      if (derivative && multiply_rows(g.data_ptr<float>() + off, kept.data_ptr<float>() + off,
-                                      dpre.data_ptr<float>() + off, end - begin, cols,
-                                      want_bias ? share.data_ptr<float>() : nullptr)) {
+      if (multiply_rows(g.data_ptr<float>() + off, kept.data_ptr<float>() + off, dpre.data_ptr<float>() + off,
+                        end - begin, cols, want_bias ? share.data_ptr<float>() : nullptr)) {
         return;
       }
       at::Tensor d = dpre.narrow(0, begin, end - begin);  // a CPU without AVX2: LibTorch's ops
