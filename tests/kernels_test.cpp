@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <array>
+
 #include "model/attention.h"
 #include "model/balance.h"
 #include "model/simd.h"
@@ -30,11 +32,22 @@ class Kernels : public ::testing::Test {
     torch::manual_seed(7);
   }
   void TearDown() override {
+    kn::cap_simd_lanes(16);
     kn::set_mode(kn::Mode::kPlain);
     util::set_compute_threads(threads_, std::max(1, blas_threads_));
   }
   int threads_ = 1, blas_threads_ = 1;
 };
+
+// The vector widths simd.h's loops can run here: 8 (AVX2), and 16 where the CPU has AVX-512.
+std::vector<int> widths() {
+  kn::cap_simd_lanes(16);
+  std::vector<int> out;
+  for (const int lanes : {8, 16}) {
+    if (kn::simd_lanes() >= lanes) out.push_back(lanes);
+  }
+  return out;
+}
 
 void expect_close(const torch::Tensor& a, const torch::Tensor& b, double tol, const std::string& what) {
   ASSERT_EQ(a.sizes(), b.sizes()) << what;
@@ -108,34 +121,43 @@ TEST_F(Kernels, LinearValueAndGradients) {
 // ragged tail; the backward's product with the kept derivative against gelu_backward, and the column sums
 // (the product's, a plain tensor's) against LibTorch's sum.
 TEST_F(Kernels, GeluSimdMatchesLibTorch) {
-  for (const int64_t cols : {1024, 13}) {
-    const int64_t rows = 300;
-    auto x = torch::cat({torch::linspace(-30, 30, 7 * cols), torch::randn({(rows - 7) * cols}) * 4}).view({rows, cols});
-    auto g = torch::randn({rows, cols});
-    auto y = torch::empty_like(x), d = torch::empty_like(x), y_only = torch::empty_like(x);
-    if (!kn::gelu_forward(x.data_ptr<float>(), y.data_ptr<float>(), d.data_ptr<float>(), x.numel())) {
-      GTEST_SKIP() << "this CPU has no AVX2 + FMA: LibTorch's gelu and gelu_backward run instead";
+  if (widths().empty()) GTEST_SKIP() << "this CPU has no AVX2 + FMA: LibTorch's gelu and gelu_backward run instead";
+  torch::Tensor first_d;  // the derivative at the first width: every width's must have the same bits
+  for (const int lanes : widths()) {
+    kn::cap_simd_lanes(lanes);
+    SCOPED_TRACE(std::to_string(lanes) + " lanes");
+    for (const int64_t cols : {1024, 13}) {
+      torch::manual_seed(11 + cols);  // the same values at every width
+      const int64_t rows = 300;
+      auto x = torch::cat({torch::linspace(-30, 30, 7 * cols), torch::randn({(rows - 7) * cols}) * 4}).view({rows, cols});
+      auto g = torch::randn({rows, cols});
+      auto y = torch::empty_like(x), d = torch::empty_like(x), y_only = torch::empty_like(x);
+      ASSERT_TRUE(kn::gelu_forward(x.data_ptr<float>(), y.data_ptr<float>(), d.data_ptr<float>(), x.numel()));
+      EXPECT_LE((y - torch::gelu(x)).abs().max().item<double>(), 1e-6 * 30) << "forward (|x| up to 30)";
+      EXPECT_LE((d - at::gelu_backward(torch::ones_like(x), x)).abs().max().item<double>(), 1e-6) << "derivative";
+      ASSERT_TRUE(kn::gelu_forward(x.data_ptr<float>(), y_only.data_ptr<float>(), nullptr, x.numel()));
+      EXPECT_TRUE(torch::equal(y_only, y)) << "the forward without the derivative";
+      auto in_place = x.clone();  // the derivative written over the input, as linear_gelu does
+      ASSERT_TRUE(kn::gelu_forward(in_place.data_ptr<float>(), y_only.data_ptr<float>(), in_place.data_ptr<float>(), x.numel()));
+      EXPECT_TRUE(torch::equal(in_place, d)) << "the derivative over the input";
+      auto dx = torch::empty_like(x);
+      auto sums = torch::full({cols}, 0.5f);  // added to, not overwritten
+      ASSERT_TRUE(kn::multiply_rows(g.data_ptr<float>(), d.data_ptr<float>(), dx.data_ptr<float>(), rows, cols,
+                                    sums.data_ptr<float>()));
+      EXPECT_TRUE(torch::equal(dx, g * d)) << "dx = g * d exactly";
+      const auto want = at::gelu_backward(g, x);
+      EXPECT_LE((dx - want).abs().max().item<double>(), 1e-6) << cols << " columns";
+      expect_close(sums, want.sum(0) + 0.5, 1e-5, "column sums");
+      ASSERT_TRUE(kn::multiply_rows(g.data_ptr<float>(), d.data_ptr<float>(), dx.data_ptr<float>(), rows, cols, nullptr));
+      EXPECT_LE((dx - want).abs().max().item<double>(), 1e-6) << "without sums";
+      auto plain = torch::full({cols}, 0.5f);
+      ASSERT_TRUE(kn::add_column_sums(g.data_ptr<float>(), rows, cols, plain.data_ptr<float>()));
+      expect_close(plain, g.sum(0) + 0.5, 1e-5, "plain column sums");
+      if (cols == 1024) {
+        if (!first_d.defined()) first_d = d;
+        EXPECT_TRUE(torch::equal(d, first_d)) << "the derivative's bits depend on the vector width";
+      }
     }
-    EXPECT_LE((y - torch::gelu(x)).abs().max().item<double>(), 1e-6 * 30) << "forward (|x| up to 30)";
-    EXPECT_LE((d - at::gelu_backward(torch::ones_like(x), x)).abs().max().item<double>(), 1e-6) << "derivative";
-    ASSERT_TRUE(kn::gelu_forward(x.data_ptr<float>(), y_only.data_ptr<float>(), nullptr, x.numel()));
-    EXPECT_TRUE(torch::equal(y_only, y)) << "the forward without the derivative";
-    auto in_place = x.clone();  // the derivative written over the input, as linear_gelu does
-    ASSERT_TRUE(kn::gelu_forward(in_place.data_ptr<float>(), y_only.data_ptr<float>(), in_place.data_ptr<float>(), x.numel()));
-    EXPECT_TRUE(torch::equal(in_place, d)) << "the derivative over the input";
-    auto dx = torch::empty_like(x);
-    auto sums = torch::full({cols}, 0.5f);  // added to, not overwritten
-    ASSERT_TRUE(kn::multiply_rows(g.data_ptr<float>(), d.data_ptr<float>(), dx.data_ptr<float>(), rows, cols,
-                                  sums.data_ptr<float>()));
-    EXPECT_TRUE(torch::equal(dx, g * d)) << "dx = g * d exactly";
-    const auto want = at::gelu_backward(g, x);
-    EXPECT_LE((dx - want).abs().max().item<double>(), 1e-6) << cols << " columns";
-    expect_close(sums, want.sum(0) + 0.5, 1e-5, "column sums");
-    ASSERT_TRUE(kn::multiply_rows(g.data_ptr<float>(), d.data_ptr<float>(), dx.data_ptr<float>(), rows, cols, nullptr));
-    EXPECT_LE((dx - want).abs().max().item<double>(), 1e-6) << "without sums";
-    auto plain = torch::full({cols}, 0.5f);
-    ASSERT_TRUE(kn::add_column_sums(g.data_ptr<float>(), rows, cols, plain.data_ptr<float>()));
-    expect_close(plain, g.sum(0) + 0.5, 1e-5, "plain column sums");
   }
 }
 
@@ -144,24 +166,73 @@ TEST_F(Kernels, GeluSimdMatchesLibTorch) {
 // NaN or an infinity, which the loop leaves to LibTorch.
 TEST_F(Kernels, SoftmaxSimdMatchesLibTorch) {
   double log_norm = 0.0;
-  if (!kn::softmax_row(torch::zeros({8}).data_ptr<float>(), torch::empty({8}).data_ptr<float>(), 8, &log_norm)) {
-    GTEST_SKIP() << "this CPU has no AVX2 + FMA: LibTorch's softmax runs instead";
+  if (widths().empty()) GTEST_SKIP() << "this CPU has no AVX2 + FMA: LibTorch's softmax runs instead";
+  for (const int lanes : widths()) {
+    kn::cap_simd_lanes(lanes);
+    SCOPED_TRACE(std::to_string(lanes) + " lanes");
+    for (const auto& [n, spread] : {std::pair<int64_t, double>{8192, 5}, {13, 3}, {1, 1}, {1000, 200}, {37, 4}}) {
+      auto x = torch::randn({n}) * spread, y = torch::empty({n});
+      ASSERT_TRUE(kn::softmax_row(x.data_ptr<float>(), y.data_ptr<float>(), n, &log_norm)) << n;
+      EXPECT_LE((y - torch::softmax(x, 0)).abs().max().item<double>(), 1e-6) << n << " values";
+      EXPECT_NEAR(log_norm, x.to(torch::kDouble).logsumexp(0).item<double>(), 1e-6 * std::max(1.0, spread)) << n;
+      auto dp = torch::randn({n}), ds = torch::empty({n});
+      ASSERT_TRUE(kn::softmax_backward_row(y.data_ptr<float>(), dp.data_ptr<float>(), ds.data_ptr<float>(), n));
+      EXPECT_LE((ds - at::_softmax_backward_data(dp, y, 0, at::kFloat)).abs().max().item<double>(), 1e-6) << n;
+    }
+    for (const float bad : {std::nanf(""), INFINITY, -INFINITY}) {
+      auto x = torch::randn({20});
+      x[7] = bad;
+      auto y = torch::full({20}, 3.0f);
+      EXPECT_FALSE(kn::softmax_row(x.data_ptr<float>(), y.data_ptr<float>(), 20, &log_norm)) << bad;
+      EXPECT_TRUE(torch::equal(y, torch::full({20}, 3.0f))) << "wrote a row it left to LibTorch";
+    }
   }
-  for (const auto& [n, spread] : {std::pair<int64_t, double>{8192, 5}, {13, 3}, {1, 1}, {1000, 200}}) {
-    auto x = torch::randn({n}) * spread, y = torch::empty({n});
-    ASSERT_TRUE(kn::softmax_row(x.data_ptr<float>(), y.data_ptr<float>(), n, &log_norm)) << n;
-    EXPECT_LE((y - torch::softmax(x, 0)).abs().max().item<double>(), 1e-6) << n << " values";
-    EXPECT_NEAR(log_norm, x.to(torch::kDouble).logsumexp(0).item<double>(), 1e-6 * std::max(1.0, spread)) << n;
-    auto dp = torch::randn({n}), ds = torch::empty({n});
-    ASSERT_TRUE(kn::softmax_backward_row(y.data_ptr<float>(), dp.data_ptr<float>(), ds.data_ptr<float>(), n));
-    EXPECT_LE((ds - at::_softmax_backward_data(dp, y, 0, at::kFloat)).abs().max().item<double>(), 1e-6) << n;
+}
+
+// The attention's small products against LibTorch's: a, or a read transposed; alpha 1 and 1/8; beta 0 (c's
+// old contents ignored, NaN here) and 1; sizes that are and are not multiples of the 6 x 16 blocks (N under
+// 8, over 16 and ragged, one row, one k); every matrix inside a wider one, whose other columns must stay as
+// they were. Each row's bits do not depend on the rows computed with it.
+TEST_F(Kernels, SmallGemmMatchesLibTorch) {
+  if (!kn::simd_loops()) GTEST_SKIP() << "this CPU has no AVX2 + FMA: the attention calls the BLAS instead";
+  const std::vector<std::array<int64_t, 3>> sizes{{64, 128, 64}, {13, 37, 5}, {6, 16, 1},
+                                                  {1, 3, 7},      {150, 8, 150}, {7, 24, 33}};
+  for (const auto& [M, N, K] : sizes) {
+    for (const bool ta : {false, true}) {
+      for (const float beta : {0.0f, 1.0f}) {
+        const float alpha = beta == 0.0f ? 1.0f : 0.125f;
+        SCOPED_TRACE(std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K) + (ta ? " a^T" : "") +
+                     " beta " + std::to_string(beta));
+        const auto a = ta ? torch::randn({K, M + 2}) : torch::randn({M, K + 3});
+        const auto b = torch::randn({K, N + 5});
+        auto c = torch::randn({M, N + 4});
+        const auto before = c.clone();
+        if (beta == 0.0f) c.narrow(1, 0, N).fill_(NAN);
+        const auto op_a = ta ? a.narrow(1, 0, M).t() : a.narrow(1, 0, K);
+        const auto want = alpha * torch::mm(op_a, b.narrow(1, 0, N)) + beta * before.narrow(1, 0, N);
+        ASSERT_TRUE(kn::small_gemm(M, N, K, alpha, a.data_ptr<float>(), a.size(1), ta, b.data_ptr<float>(), b.size(1), beta,
+                                   c.data_ptr<float>(), c.size(1)));
+        expect_close(c.narrow(1, 0, N), want, 1e-5, "product");
+        EXPECT_TRUE(torch::equal(c.narrow(1, N, 4), before.narrow(1, N, 4))) << "wrote outside the product";
+        // Rows [0, 7) and the rest computed apart: the same bits.
+        if (M > 7) {
+          auto split = beta == 0.0f ? torch::empty_like(c) : before.clone();
+          const int64_t step = ta ? 1 : a.size(1);
+          for (const auto& [lo, n] : {std::pair<int64_t, int64_t>{0, 7}, {7, M - 7}}) {
+            ASSERT_TRUE(kn::small_gemm(n, N, K, alpha, a.data_ptr<float>() + lo * step, a.size(1), ta, b.data_ptr<float>(),
+                                       b.size(1), beta, split.data_ptr<float>() + lo * split.size(1), split.size(1)));
+          }
+          EXPECT_TRUE(torch::equal(split.narrow(1, 0, N), c.narrow(1, 0, N))) << "a row's bits depend on its block";
+        }
+      }
+    }
   }
-  for (const float bad : {std::nanf(""), INFINITY, -INFINITY}) {
-    auto x = torch::randn({20});
-    x[7] = bad;
-    auto y = torch::full({20}, 3.0f);
-    EXPECT_FALSE(kn::softmax_row(x.data_ptr<float>(), y.data_ptr<float>(), 20, &log_norm)) << bad;
-    EXPECT_TRUE(torch::equal(y, torch::full({20}, 3.0f))) << "wrote a row it left to LibTorch";
+  for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{128, 64}, {13, 9}, {8, 8}, {3, 20}}) {
+    const auto src = torch::randn({rows, cols + 6});
+    auto dst = torch::full({cols, rows + 2}, 7.0f);
+    ASSERT_TRUE(kn::transpose(src.data_ptr<float>(), rows, cols, src.size(1), dst.data_ptr<float>(), dst.size(1)));
+    EXPECT_TRUE(torch::equal(dst.narrow(1, 0, rows), src.narrow(1, 0, cols).t())) << rows << "x" << cols;
+    EXPECT_TRUE(torch::equal(dst.narrow(1, rows, 2), torch::full({cols, 2}, 7.0f))) << "wrote outside the transpose";
   }
 }
 
@@ -207,31 +278,35 @@ TEST_F(Kernels, LinearGeluValueAndGradients) {
 }
 
 TEST_F(Kernels, AttentionValueAndGradients) {
-  const int64_t B = 3, T = 150, C = 24, H = 3, D = C / H;  // T: three query blocks, the last one short
-  auto qkv = torch::randn({B, T, 3 * C}, torch::requires_grad());
-  auto g = torch::randn({B, T, C});
-  auto y = kn::causal_attention(qkv, H);
-  (y * g).sum().backward();
-  auto qkv2 = qkv.detach().clone().requires_grad_();
-  auto parts = qkv2.split(C, 2);
-  auto heads = [&](const torch::Tensor& t) { return t.view({B, T, H, D}).transpose(1, 2); };
-  auto want = model::attention_reference(heads(parts[0]), heads(parts[1]), heads(parts[2]), torch::kFloat)
-                  .transpose(1, 2).reshape({B, T, C});
-  (want * g).sum().backward();
-  expect_close(y, want, 1e-5, "value");
-  expect_close(qkv.grad(), qkv2.grad(), 1e-5, "dqkv");
-  // Position t sees nothing after it: changing the last position leaves every earlier output alone.
-  auto changed = qkv.detach().clone();
-  changed.select(1, T - 1).normal_();
-  expect_close(kn::causal_attention(changed, H).narrow(1, 0, T - 1), y.detach().narrow(1, 0, T - 1), 0.0, "causal");
+  for (const auto& [T, C, H] : {std::array<int64_t, 3>{150, 24, 3}, {128, 128, 2}}) {
+    SCOPED_TRACE("T " + std::to_string(T) + " C " + std::to_string(C));
+    // T 150: three query blocks, the last one short, D 8; T 128, D 64: config S's heads.
+    const int64_t B = 3, D = C / H;
+    auto qkv = torch::randn({B, T, 3 * C}, torch::requires_grad());
+    auto g = torch::randn({B, T, C});
+    auto y = kn::causal_attention(qkv, H);
+    (y * g).sum().backward();
+    auto qkv2 = qkv.detach().clone().requires_grad_();
+    auto parts = qkv2.split(C, 2);
+    auto heads = [&](const torch::Tensor& t) { return t.view({B, T, H, D}).transpose(1, 2); };
+    auto want = model::attention_reference(heads(parts[0]), heads(parts[1]), heads(parts[2]), torch::kFloat)
+                    .transpose(1, 2).reshape({B, T, C});
+    (want * g).sum().backward();
+    expect_close(y, want, 1e-5, "value");
+    expect_close(qkv.grad(), qkv2.grad(), 1e-5, "dqkv");
+    // Position t sees nothing after it: changing the last position leaves every earlier output alone.
+    auto changed = qkv.detach().clone();
+    changed.select(1, T - 1).normal_();
+    expect_close(kn::causal_attention(changed, H).narrow(1, 0, T - 1), y.detach().narrow(1, 0, T - 1), 0.0, "causal");
+  }
 }
 
 TEST_F(Kernels, HeadLossValueAndGradients) {
-  // 1,100 rows: more than one 2 x 512-row block and not a multiple of it; a frozen table (no weight gradient).
+  // 2,300 rows: more than one 2 x 1024-row block and not a multiple of it; a frozen table (no weight gradient).
   // An incoming gradient of 1 hands the kept gradients over as they are; another (gradient accumulation's
   // scaled loss) scales them.
   for (auto [weight_grad, scale] : {std::pair{true, 1.0}, std::pair{true, 0.5}, std::pair{false, 0.5}}) {
-    const int64_t N = 1100, C = 32, V = 301;
+    const int64_t N = 2300, C = 32, V = 301;
     auto h = torch::randn({N, C}, torch::requires_grad());
     auto w = (torch::randn({V, C}) * 0.5).requires_grad_(weight_grad);
     auto y = torch::randint(V, {N});

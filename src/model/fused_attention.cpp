@@ -1,8 +1,9 @@
 // kernels::causal_attention: one (sequence, head) pair at a time per thread, straight from the fused qkv
-// projection's layout to the output's, with no transposed copies; queries in blocks of kQueryBlock rows,
-// each scored against the keys up to its last row only, so much of the masked upper triangle is never
-// computed (3/4 of the full T x T work at T 128, 9/16 at T 512). Heads are addressed by pointer arithmetic
-// on the qkv, output and weight buffers (a few tensor views per product, not a dozen per head).
+// projection's layout to the output's (only the pair's K and V copied, transposed, for simd.h's small
+// products); queries in blocks of kQueryBlock rows, each scored against the keys up to its last row only,
+// so much of the masked upper triangle is never computed (3/4 of the full T x T work at T 128, 9/16 at
+// T 512). Heads are addressed by pointer arithmetic on the qkv, output and weight buffers (a few tensor
+// views per product, not a dozen per head).
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/csrc/autograd/custom_function.h>
@@ -11,6 +12,7 @@
 #include <atomic>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "model/kernels.h"
 #include "model/simd.h"
@@ -41,9 +43,11 @@ at::Tensor view_of(const Mat& x, int64_t rows, int64_t cols) {
 }
 
 // Row-major c (M x N, rows ldc apart) = alpha op(a) op(b) + beta c, op(a) M x K and op(b) K x N, on the
-// calling thread; beta 0 ignores c's old contents. Straight to the BLAS's cblas_sgemm where it has one (a
+// calling thread; beta 0 ignores c's old contents. simd.h's small_gemm when b is read as it is (the callers
+// hand it K^T and V^T already transposed); else straight to the BLAS's cblas_sgemm where it has one (a
 // LibTorch call and its tensor views cost about as much as the product at these sizes), else LibTorch's addmm.
 void gemm(int64_t M, int64_t N, int64_t K, float alpha, const Mat& a, const Mat& b, float beta, float* c, int64_t ldc) {
+  if (!b.t && small_gemm(M, N, K, alpha, a.p, a.ld, a.t, b.p, b.ld, beta, c, ldc)) return;
   static const util::SgemmFn sgemm = util::cblas_sgemm();
   if (sgemm != nullptr) {
     constexpr int kRowMajor = 101, kNo = 111, kYes = 112;
@@ -53,6 +57,13 @@ void gemm(int64_t M, int64_t N, int64_t K, float alpha, const Mat& a, const Mat&
   }
   at::Tensor out = view_of({c, ldc}, M, N);
   at::addmm_out(out, out, view_of(a, M, K), view_of(b, K, N), beta, alpha);
+}
+
+// x^T for x (rows x cols, rows ld apart): its transpose written into `buf` (cols x rows) by simd.h, which
+// small_gemm then reads row by row; else x read transposed in place (the BLAS's own layout does the rest).
+Mat transposed(const float* x, int64_t rows, int64_t cols, int64_t ld, std::vector<float>& buf) {
+  if (transpose(x, rows, cols, ld, buf.data(), rows)) return {buf.data(), rows};
+  return {x, ld, true};
 }
 
 // Where pair i (sequence i / H, head i % H) starts in a (B,T,width) buffer whose heads are D columns wide.
@@ -149,14 +160,16 @@ struct AttentionFn : public torch::autograd::Function<AttentionFn> {
     each_thread([&] {
       const c10::AutoGradMode no_autograd(false);  // thread-local: off on the pool's threads too
       at::Tensor scores = at::empty({kQueryBlock * T}, qkv.options());
+      std::vector<float> kt(static_cast<size_t>(D * T));
       for (int64_t i = next++; i < B * H; i = next++) {
         // Head h of sequence b: q, k, v are (T,D) with rows L apart; its output (T,D) with rows C apart.
         const float* q = qkv_p + head_at(i, H, T, L, D);
         const float *k = q + C, *v = q + 2 * C;
         float* yi = y_p + head_at(i, H, T, C, D);
+        const Mat kt_of = transposed(k, T, D, L, kt);
         for (const QueryBlock& qb : blocks) {
           at::Tensor s = scores.narrow(0, 0, qb.n * qb.keys()).view({qb.n, qb.keys()});
-          gemm(qb.n, qb.keys(), D, scale, {q + qb.r0 * L, L}, {k, L, true}, 0.f, s.data_ptr<float>(), qb.keys());
+          gemm(qb.n, qb.keys(), D, scale, {q + qb.r0 * L, L}, kt_of, 0.f, s.data_ptr<float>(), qb.keys());
           at::Tensor w = block_weights(p.select(0, i), qb);
           softmax_causal(s, w, qb);
           gemm(qb.n, D, qb.keys(), 1.f, {w.data_ptr<float>(), qb.keys()}, {v, L}, 0.f, yi + qb.r0 * C, C);
@@ -184,9 +197,11 @@ struct AttentionFn : public torch::autograd::Function<AttentionFn> {
     each_thread([&] {
       const c10::AutoGradMode no_autograd(false);  // thread-local: off on the pool's threads too
       at::Tensor buf = at::empty({kQueryBlock * T}, qkv.options()), dsbuf = at::empty({kQueryBlock * T}, qkv.options());
+      std::vector<float> vt(static_cast<size_t>(D * T));
       for (int64_t i = next++; i < B * H; i = next++) {
         const float* q = qkv_p + head_at(i, H, T, L, D);
         const float *k = q + C, *v = q + 2 * C;
+        const Mat vt_of = transposed(v, T, D, L, vt);
         const float* dyi = dy_p + head_at(i, H, T, C, D);  // dY (T,D), rows C apart
         float* dq = dqkv_p + head_at(i, H, T, L, D);
         float *dk = dq + C, *dv = dq + 2 * C;
@@ -199,7 +214,7 @@ struct AttentionFn : public torch::autograd::Function<AttentionFn> {
           const at::Tensor w = block_weights(p.select(0, i), qb);
           const float* dyb = dyi + qb.r0 * C;
           at::Tensor dp = buf.narrow(0, 0, qb.n * keys).view({qb.n, keys});
-          gemm(qb.n, keys, D, 1.f, {dyb, C}, {v, L, true}, 0.f, dp.data_ptr<float>(), keys);   // dP = dY V^T
+          gemm(qb.n, keys, D, 1.f, {dyb, C}, vt_of, 0.f, dp.data_ptr<float>(), keys);           // dP = dY V^T
           gemm(keys, D, qb.n, 1.f, {w.data_ptr<float>(), keys, true}, {dyb, C}, beta, dv, L);   // dV += P^T dY
           at::Tensor ds = dsbuf.narrow(0, 0, qb.n * keys).view({qb.n, keys});
           softmax_causal_backward(ds, dp, w, qb);

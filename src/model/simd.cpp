@@ -4,6 +4,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <vector>
 
@@ -24,196 +25,290 @@ float cdf_scalar(float x, float& e) {
   return 0.5f * (1.0f + (x < 0 ? -erf_abs : erf_abs));
 }
 
-// exp(x) for 8 floats (Cephes' expf: x = n ln2 + r, e^r by a degree-6 polynomial, 2^n into the exponent);
-// x is clamped to [-87.33, 88.37], so below -87.33 it gives ~1.2e-38, not 0.
-inline __attribute__((target("avx2,fma"), always_inline)) __m256 exp8(__m256 x) {
-  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.33f)), _mm256_set1_ps(88.37f));
-  const __m256 n = _mm256_floor_ps(_mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), _mm256_set1_ps(0.5f)));
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-  __m256 y = _mm256_set1_ps(1.9875691500e-4f);
-  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.3981999507e-3f));
-  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(8.3334519073e-3f));
-  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.1665795894e-2f));
-  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.6666665459e-1f));
-  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(5.0000001201e-1f));
-  y = _mm256_fmadd_ps(y, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-  const __m256i pow2 = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-  return _mm256_mul_ps(y, _mm256_castsi256_ps(pow2));
-}
-
-// Phi(x) for 8 floats; `e` gets exp(-x^2/2).
-__attribute__((target("avx2,fma"))) __m256 cdf8(__m256 x, __m256& e) {
-  const __m256 sign = _mm256_set1_ps(-0.0f);
-  const __m256 z = _mm256_mul_ps(_mm256_andnot_ps(sign, x), _mm256_set1_ps(kSqrtHalf));
-  const __m256 t = _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_fmadd_ps(z, _mm256_set1_ps(kP), _mm256_set1_ps(1.0f)));
-  e = exp8(_mm256_mul_ps(_mm256_mul_ps(x, x), _mm256_set1_ps(-0.5f)));
-  __m256 p = _mm256_fmadd_ps(t, _mm256_set1_ps(kA5), _mm256_set1_ps(kA4));
-  p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(kA3));
-  p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(kA2));
-  p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(kA1));
-  const __m256 erf_abs = _mm256_fnmadd_ps(_mm256_mul_ps(p, t), e, _mm256_set1_ps(1.0f));
-  const __m256 erf = _mm256_xor_ps(erf_abs, _mm256_and_ps(sign, x));  // erf is odd
-  return _mm256_mul_ps(_mm256_add_ps(erf, _mm256_set1_ps(1.0f)), _mm256_set1_ps(0.5f));
-}
-
-// y = GELU(x) and, when `d` is not null, d = GELU'(x) = Phi(x) + x phi(x), from the same Phi and exp.
-__attribute__((target("avx2,fma"))) void gelu_forward_avx2(const float* x, float* y, float* d, int64_t n) {
-  const int64_t wide = n / 8 * 8;
-  for (int64_t i = 0; i < wide; i += 8) {
-    const __m256 v = _mm256_loadu_ps(x + i);
-    __m256 e;
-    const __m256 cdf = cdf8(v, e);
-    _mm256_storeu_ps(y + i, _mm256_mul_ps(v, cdf));
-    if (d) _mm256_storeu_ps(d + i, _mm256_fmadd_ps(_mm256_mul_ps(v, e), _mm256_set1_ps(kInvSqrt2Pi), cdf));
-  }
-  for (int64_t i = wide; i < n; ++i) {
-    float e = 0.0f;
-    const float cdf = cdf_scalar(x[i], e);
-    y[i] = x[i] * cdf;
-    if (d) d[i] = cdf + x[i] * e * kInvSqrt2Pi;
-  }
-}
-
-// Row r's values (8 at a time, then one at a time) into `block`, which is added to col_sums and zeroed every
-// 64 rows: one loop for the GELU's backward (`wide8` computes and stores dx) and for plain column sums.
+// Rows summed into a block before it is added to the column sums (multiply_rows, add_column_sums).
 constexpr int64_t kSumRows = 64;
 
-template <typename Wide, typename One>
-__attribute__((target("avx2,fma"))) void rows_with_sums(int64_t rows, int64_t cols, float* col_sums, Wide wide8,
-                                                        One one) {
-  const int64_t wide = cols / 8 * 8;
-  std::vector<float> block(col_sums ? static_cast<size_t>(cols) : 0, 0.0f);
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t o = r * cols;
-    for (int64_t j = 0; j < wide; j += 8) {
-      const __m256 d = wide8(o + j);
-      if (col_sums) _mm256_storeu_ps(&block[j], _mm256_add_ps(_mm256_loadu_ps(&block[j]), d));
+}  // namespace
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+namespace avx2 {
+namespace {
+
+using Vf = __m256;
+using Vd = __m256d;
+constexpr int64_t kW = 8;
+inline Vf vload(const float* p) { return _mm256_loadu_ps(p); }
+inline void vstore(float* p, Vf v) { _mm256_storeu_ps(p, v); }
+inline Vf vset(float x) { return _mm256_set1_ps(x); }
+inline Vf vadd(Vf a, Vf b) { return _mm256_add_ps(a, b); }
+inline Vf vsub(Vf a, Vf b) { return _mm256_sub_ps(a, b); }
+inline Vf vmul(Vf a, Vf b) { return _mm256_mul_ps(a, b); }
+inline Vf vdiv(Vf a, Vf b) { return _mm256_div_ps(a, b); }
+inline Vf vmin(Vf a, Vf b) { return _mm256_min_ps(a, b); }
+inline Vf vmax(Vf a, Vf b) { return _mm256_max_ps(a, b); }
+inline Vf vfmadd(Vf a, Vf b, Vf c) { return _mm256_fmadd_ps(a, b, c); }   // a b + c
+inline Vf vfnmadd(Vf a, Vf b, Vf c) { return _mm256_fnmadd_ps(a, b, c); }  // c - a b
+inline Vf vfloor(Vf a) { return _mm256_floor_ps(a); }
+inline Vf vabs(Vf a) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), a); }
+// a, negated where s < 0
+inline Vf vsign_of(Vf a, Vf s) { return _mm256_xor_ps(a, _mm256_and_ps(_mm256_set1_ps(-0.0f), s)); }
+inline Vf vpow2(Vf n) {  // 2^n for whole n in [-127, 128]
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
+}
+inline float vmax_lanes(Vf v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  return _mm_cvtss_f32(_mm_max_ss(m, _mm_shuffle_ps(m, m, 1)));
+}
+inline float vsum_lanes(Vf v) {
+  const __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  return _mm_cvtss_f32(_mm_hadd_ps(_mm_hadd_ps(h, h), _mm_hadd_ps(h, h)));
+}
+inline Vd vdzero() { return _mm256_setzero_pd(); }
+inline void vdadd(Vd& lo, Vd& hi, Vf e) {  // e's lanes added in double: the low half into lo, the high into hi
+  lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+  hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+}
+inline double vdsum(Vd lo, Vd hi) {
+  const __m256d v = _mm256_add_pd(lo, hi);
+  const __m128d s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
+  return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
+}
+
+#include "model/simd_loops.inc"
+
+// Rows [0, R) x columns [0, 16) of c (columns [0, cols) when not `full`, cols < 16): the sums over k of op(a)'s
+// row times b's row k, then alpha, beta. op(a)'s element (r, k) is a[r lda + k], or a[k lda + r] when TA.
+template <int R, bool TA, bool full>
+void gemm_block(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t K,
+                                                    float alpha, float beta, float* c, int64_t ldc, int cols) {
+  __m256i m0 = _mm256_setzero_si256(), m1 = _mm256_setzero_si256();
+  if (!full) {
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(cols), lane);
+    m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(cols - 8), lane);
+  }
+  __m256 acc[R][2];
+#pragma GCC unroll 6
+  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+  for (int64_t k = 0; k < K; ++k) {
+    const float* bk = b + k * ldb;
+    const __m256 b0 = full ? _mm256_loadu_ps(bk) : _mm256_maskload_ps(bk, m0);
+    const __m256 b1 = full ? _mm256_loadu_ps(bk + 8) : _mm256_maskload_ps(bk + 8, m1);
+#pragma GCC unroll 6
+    for (int r = 0; r < R; ++r) {
+      const __m256 x = _mm256_broadcast_ss(TA ? a + k * lda + r : a + r * lda + k);
+      acc[r][0] = _mm256_fmadd_ps(x, b0, acc[r][0]);
+      acc[r][1] = _mm256_fmadd_ps(x, b1, acc[r][1]);
     }
-    for (int64_t j = wide; j < cols; ++j) {
-      const float d = one(o + j);
-      if (col_sums) block[j] += d;
-    }
-    if (col_sums && ((r + 1) % kSumRows == 0 || r + 1 == rows)) {
-      for (int64_t j = 0; j < cols; ++j) {
-        col_sums[j] += block[j];
-        block[j] = 0.0f;
+  }
+  const __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
+#pragma GCC unroll 6
+  for (int r = 0; r < R; ++r) {
+    float* cr = c + r * ldc;
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const __m256i m = h == 0 ? m0 : m1;
+      __m256 v = _mm256_mul_ps(acc[r][h], va);
+      if (beta != 0.0f) {
+        v = _mm256_fmadd_ps(full ? _mm256_loadu_ps(cr + 8 * h) : _mm256_maskload_ps(cr + 8 * h, m), vb, v);
+      }
+      if (full) {
+        _mm256_storeu_ps(cr + 8 * h, v);
+      } else {
+        _mm256_maskstore_ps(cr + 8 * h, m, v);
       }
     }
   }
 }
 
-__attribute__((target("avx2,fma"))) void multiply_rows_avx2(const float* g, const float* d, float* dx, int64_t rows,
-                                                             int64_t cols, float* col_sums) {
-  rows_with_sums(
-      rows, cols, col_sums,
-      [&](int64_t i) __attribute__((target("avx2,fma"))) {
-        const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(g + i), _mm256_loadu_ps(d + i));
-        _mm256_storeu_ps(dx + i, v);
-        return v;
-      },
-      [&](int64_t i) { return dx[i] = g[i] * d[i]; });
+template <int R, bool TA>
+void gemm_rows(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t N,
+                                                   int64_t K, float alpha, float beta, float* c, int64_t ldc) {
+  int64_t j = 0;
+  for (; j + 16 <= N; j += 16) gemm_block<R, TA, true>(a, lda, b + j, ldb, K, alpha, beta, c + j, ldc, 16);
+  if (j < N) gemm_block<R, TA, false>(a, lda, b + j, ldb, K, alpha, beta, c + j, ldc, static_cast<int>(N - j));
 }
 
-__attribute__((target("avx2,fma"))) void column_sums_avx2(const float* a, int64_t rows, int64_t cols, float* col_sums) {
-  rows_with_sums(
-      rows, cols, col_sums, [&](int64_t i) __attribute__((target("avx2,fma"))) { return _mm256_loadu_ps(a + i); },
-      [&](int64_t i) { return a[i]; });
-}
-
-// The largest of 8 floats, and their sum in double.
-__attribute__((target("avx2,fma"))) float max8(__m256 v) {
-  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-  return _mm_cvtss_f32(_mm_max_ss(m, _mm_shuffle_ps(m, m, 1)));
-}
-
-__attribute__((target("avx2,fma"))) double sum4d(__m256d v) {
-  const __m128d s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
-  return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
-}
-
-// softmax_row's work; false (y untouched) when x holds a NaN or an infinity. The exponentials are summed
-// in double (8,192 of them in float lanes would carry ~1e-6 into the loss).
-__attribute__((target("avx2,fma"))) bool softmax_avx2(const float* x, float* y, int64_t n, double* log_norm) {
-  const int64_t wide = n / 8 * 8;
-  __m256 mx = _mm256_set1_ps(-INFINITY), bad = _mm256_setzero_ps();
-  for (int64_t i = 0; i < wide; i += 8) {
-    const __m256 v = _mm256_loadu_ps(x + i);
-    mx = _mm256_max_ps(mx, v);
-    const __m256 d = _mm256_sub_ps(v, v);  // NaN for a NaN or an infinity (max_ps may drop a NaN)
-    bad = _mm256_or_ps(bad, _mm256_cmp_ps(d, d, _CMP_UNORD_Q));
+template <bool TA>
+void small_gemm_avx2(int64_t M, int64_t N, int64_t K, float alpha, const float* a,
+                                                         int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+                                                         int64_t ldc) {
+  // Row r of op(a) starts at a + r lda, or at a + r when transposed.
+  const int64_t step = TA ? 1 : lda;
+  int64_t i = 0;
+  for (; i + 6 <= M; i += 6) gemm_rows<6, TA>(a + i * step, lda, b, ldb, N, K, alpha, beta, c + i * ldc, ldc);
+  const float* ai = a + i * step;
+  float* ci = c + i * ldc;
+  switch (M - i) {
+    case 5: gemm_rows<5, TA>(ai, lda, b, ldb, N, K, alpha, beta, ci, ldc); break;
+    case 4: gemm_rows<4, TA>(ai, lda, b, ldb, N, K, alpha, beta, ci, ldc); break;
+    case 3: gemm_rows<3, TA>(ai, lda, b, ldb, N, K, alpha, beta, ci, ldc); break;
+    case 2: gemm_rows<2, TA>(ai, lda, b, ldb, N, K, alpha, beta, ci, ldc); break;
+    case 1: gemm_rows<1, TA>(ai, lda, b, ldb, N, K, alpha, beta, ci, ldc); break;
+    default: break;
   }
-  float m = max8(mx);
-  bool finite = _mm256_movemask_ps(bad) == 0;
-  for (int64_t i = wide; i < n; ++i) {
-    m = std::max(m, x[i]);
-    finite = finite && std::isfinite(x[i]);
-  }
-  if (!finite) return false;
-  const __m256 vm = _mm256_set1_ps(m);
-  __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();
-  for (int64_t i = 0; i < wide; i += 8) {
-    const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
-    _mm256_storeu_ps(y + i, e);
-    lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
-    hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
-  }
-  double sum = sum4d(_mm256_add_pd(lo, hi));
-  for (int64_t i = wide; i < n; ++i) sum += y[i] = std::exp(x[i] - m);
-  const __m256 inv = _mm256_set1_ps(static_cast<float>(1.0 / sum));
-  for (int64_t i = 0; i < wide; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(y + i), inv));
-  for (int64_t i = wide; i < n; ++i) y[i] *= _mm256_cvtss_f32(inv);
-  *log_norm = static_cast<double>(m) + std::log(sum);
-  return true;
 }
 
-__attribute__((target("avx2,fma"))) void softmax_backward_avx2(const float* p, const float* dp, float* ds, int64_t n) {
-  const int64_t wide = n / 8 * 8;
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t i = 0; i < wide; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(p + i), _mm256_loadu_ps(dp + i), acc);
-  const __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
-  float dot = _mm_cvtss_f32(_mm_hadd_ps(_mm_hadd_ps(h, h), _mm_hadd_ps(h, h)));
-  for (int64_t i = wide; i < n; ++i) dot += p[i] * dp[i];
-  const __m256 vd = _mm256_set1_ps(dot);
-  for (int64_t i = 0; i < wide; i += 8) {
-    _mm256_storeu_ps(ds + i, _mm256_mul_ps(_mm256_loadu_ps(p + i), _mm256_sub_ps(_mm256_loadu_ps(dp + i), vd)));
+// The transpose of the 8 x 8 block at s (rows ls apart) into d (rows ld apart).
+void transpose8(const float* s, int64_t ls, float* d, int64_t ld) {
+  __m256 r[8], t[8];
+  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(s + i * ls);
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);      // a0 b0 a1 b1 | a4 b4 a5 b5
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);  // a2 b2 a3 b3 | a6 b6 a7 b7
   }
-  for (int64_t i = wide; i < n; ++i) ds[i] = p[i] * (dp[i] - dot);
+  for (int i = 0; i < 8; i += 4) {
+    for (int h = 0; h < 2; ++h) {
+      r[i + 2 * h] = _mm256_shuffle_ps(t[i + h], t[i + 2 + h], _MM_SHUFFLE(1, 0, 1, 0));      // a b c d, column 2h (+4)
+      r[i + 2 * h + 1] = _mm256_shuffle_ps(t[i + h], t[i + 2 + h], _MM_SHUFFLE(3, 2, 3, 2));  // column 2h + 1 (+4)
+    }
+  }
+  for (int c = 0; c < 4; ++c) {
+    _mm256_storeu_ps(d + c * ld, _mm256_permute2f128_ps(r[c], r[4 + c], 0x20));
+    _mm256_storeu_ps(d + (c + 4) * ld, _mm256_permute2f128_ps(r[c], r[4 + c], 0x31));
+  }
+}
+
+void transpose_avx2(const float* src, int64_t rows, int64_t cols, int64_t lds, float* dst,
+                                                        int64_t ldd) {
+  const int64_t r8 = rows / 8 * 8, c8 = cols / 8 * 8;
+  for (int64_t i = 0; i < r8; i += 8) {
+    for (int64_t j = 0; j < c8; j += 8) transpose8(src + i * lds + j, lds, dst + j * ldd + i, ldd);
+  }
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t j = i < r8 ? c8 : 0; j < cols; ++j) dst[j * ldd + i] = src[i * lds + j];
+  }
 }
 
 }  // namespace
+}  // namespace avx2
+#pragma GCC pop_options
 
-bool simd_loops() {
-  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return yes;
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx2,fma")
+// GCC 12's avx512fintrin.h starts some intrinsics from a deliberately undefined vector and warns about it.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+namespace avx512 {
+namespace {
+
+using Vf = __m512;
+using Vd = __m512d;
+constexpr int64_t kW = 16;
+inline Vf vload(const float* p) { return _mm512_loadu_ps(p); }
+inline void vstore(float* p, Vf v) { _mm512_storeu_ps(p, v); }
+inline Vf vset(float x) { return _mm512_set1_ps(x); }
+inline Vf vadd(Vf a, Vf b) { return _mm512_add_ps(a, b); }
+inline Vf vsub(Vf a, Vf b) { return _mm512_sub_ps(a, b); }
+inline Vf vmul(Vf a, Vf b) { return _mm512_mul_ps(a, b); }
+inline Vf vdiv(Vf a, Vf b) { return _mm512_div_ps(a, b); }
+inline Vf vmin(Vf a, Vf b) { return _mm512_min_ps(a, b); }
+inline Vf vmax(Vf a, Vf b) { return _mm512_max_ps(a, b); }
+inline Vf vfmadd(Vf a, Vf b, Vf c) { return _mm512_fmadd_ps(a, b, c); }
+inline Vf vfnmadd(Vf a, Vf b, Vf c) { return _mm512_fnmadd_ps(a, b, c); }
+inline Vf vfloor(Vf a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC); }
+inline Vf vabs(Vf a) {
+  return _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(a), _mm512_set1_epi32(0x7fffffff)));
 }
+inline Vf vsign_of(Vf a, Vf s) {
+  const __m512i sign = _mm512_and_si512(_mm512_castps_si512(s), _mm512_set1_epi32(static_cast<int>(0x80000000u)));
+  return _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(a), sign));
+}
+inline Vf vpow2(Vf n) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23));
+}
+inline float vmax_lanes(Vf v) { return _mm512_reduce_max_ps(v); }
+inline float vsum_lanes(Vf v) { return _mm512_reduce_add_ps(v); }
+inline Vd vdzero() { return _mm512_setzero_pd(); }
+inline void vdadd(Vd& lo, Vd& hi, Vf e) {
+  lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
+  hi = _mm512_add_pd(hi, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1))));
+}
+inline double vdsum(Vd lo, Vd hi) { return _mm512_reduce_add_pd(_mm512_add_pd(lo, hi)); }
+
+#include "model/simd_loops.inc"
+
+}  // namespace
+}  // namespace avx512
+#pragma GCC diagnostic pop
+#pragma GCC pop_options
+
+namespace {
+
+// 16 (AVX-512), 8 (AVX2 + FMA) or 0 (neither): what this CPU runs; cap_simd_lanes lowers it.
+int cpu_lanes() {
+  static const int lanes = !__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") ? 0
+                           : __builtin_cpu_supports("avx512f")                               ? 16
+                                                                                             : 8;
+  return lanes;
+}
+std::atomic<int> g_cap{16};
+
+}  // namespace
+
+int simd_lanes() { return std::min(cpu_lanes(), g_cap.load(std::memory_order_relaxed)); }
+
+void cap_simd_lanes(int lanes) { g_cap.store(lanes, std::memory_order_relaxed); }
+
+bool simd_loops() { return simd_lanes() >= 8; }
 
 bool gelu_forward(const float* x, float* y, float* d, int64_t n) {
-  if (!simd_loops()) return false;
-  gelu_forward_avx2(x, y, d, n);
-  return true;
+  switch (simd_lanes()) {
+    case 16: avx512::gelu_forward(x, y, d, n); return true;
+    case 8: avx2::gelu_forward(x, y, d, n); return true;
+    default: return false;
+  }
 }
 
 bool multiply_rows(const float* g, const float* d, float* dx, int64_t rows, int64_t cols, float* col_sums) {
-  if (!simd_loops()) return false;
-  multiply_rows_avx2(g, d, dx, rows, cols, col_sums);
-  return true;
+  switch (simd_lanes()) {
+    case 16: avx512::multiply_rows(g, d, dx, rows, cols, col_sums); return true;
+    case 8: avx2::multiply_rows(g, d, dx, rows, cols, col_sums); return true;
+    default: return false;
+  }
 }
 
 bool add_column_sums(const float* a, int64_t rows, int64_t cols, float* col_sums) {
-  if (!simd_loops()) return false;
-  column_sums_avx2(a, rows, cols, col_sums);
-  return true;
+  switch (simd_lanes()) {
+    case 16: avx512::column_sums(a, rows, cols, col_sums); return true;
+    case 8: avx2::column_sums(a, rows, cols, col_sums); return true;
+    default: return false;
+  }
 }
 
 bool softmax_row(const float* x, float* y, int64_t n, double* log_norm) {
-  return simd_loops() && softmax_avx2(x, y, n, log_norm);
+  switch (simd_lanes()) {
+    case 16: return avx512::softmax(x, y, n, log_norm);
+    case 8: return avx2::softmax(x, y, n, log_norm);
+    default: return false;
+  }
 }
 
 bool softmax_backward_row(const float* p, const float* dp, float* ds, int64_t n) {
+  switch (simd_lanes()) {
+    case 16: avx512::softmax_backward(p, dp, ds, n); return true;
+    case 8: avx2::softmax_backward(p, dp, ds, n); return true;
+    default: return false;
+  }
+}
+
+bool transpose(const float* src, int64_t rows, int64_t cols, int64_t lds, float* dst, int64_t ldd) {
   if (!simd_loops()) return false;
-  softmax_backward_avx2(p, dp, ds, n);
+  avx2::transpose_avx2(src, rows, cols, lds, dst, ldd);
+  return true;
+}
+
+bool small_gemm(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t lda, bool ta, const float* b,
+                int64_t ldb, float beta, float* c, int64_t ldc) {
+  if (!simd_loops()) return false;
+  if (ta) {
+    avx2::small_gemm_avx2<true>(M, N, K, alpha, a, lda, b, ldb, beta, c, ldc);
+  } else {
+    avx2::small_gemm_avx2<false>(M, N, K, alpha, a, lda, b, ldb, beta, c, ldc);
+  }
   return true;
 }
 
@@ -224,11 +319,18 @@ bool softmax_backward_row(const float* p, const float* dp, float* ds, int64_t n)
 namespace lm::model::kernels {
 
 bool simd_loops() { return false; }
+int simd_lanes() { return 0; }
+void cap_simd_lanes(int) {}
 bool gelu_forward(const float*, float*, float*, int64_t) { return false; }
 bool multiply_rows(const float*, const float*, float*, int64_t, int64_t, float*) { return false; }
 bool add_column_sums(const float*, int64_t, int64_t, float*) { return false; }
 bool softmax_row(const float*, float*, int64_t, double*) { return false; }
 bool softmax_backward_row(const float*, const float*, float*, int64_t) { return false; }
+bool small_gemm(int64_t, int64_t, int64_t, float, const float*, int64_t, bool, const float*, int64_t, float, float*,
+                int64_t) {
+  return false;
+}
+bool transpose(const float*, int64_t, int64_t, int64_t, float*, int64_t) { return false; }
 
 }  // namespace lm::model::kernels
 

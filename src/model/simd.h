@@ -1,8 +1,10 @@
-// Loops of the fused CPU path in AVX2 + FMA: the erf GELU with its derivative, and the backward's product
-// with that derivative (the column sums of the result taken in the same pass), for the MLP's fc layer
-// (kernels::linear_gelu); column sums (the bias gradients of the other linear layers); the softmax and its
-// backward by rows (the loss head, the attention weights). Each returns false, having done nothing, on a
-// CPU without AVX2 or FMA, and the caller then takes LibTorch's ops.
+// Loops of the fused CPU path in AVX-512 where the CPU has it, else AVX2 + FMA: the erf GELU with its
+// derivative, and the backward's product with that derivative (the column sums of the result taken in the
+// same pass), for the MLP's fc layer (kernels::linear_gelu); column sums (the bias gradients of the other
+// linear layers); the softmax and its backward by rows (the loss head, the attention weights); and the small
+// products of one attention head (AVX2 + FMA only: the vector width of the OpenBLAS kernels the
+// benchmark's ceiling runs, OPENBLAS_CORETYPE=Haswell here). Each returns false, having done nothing, on a
+// CPU without AVX2 or FMA, and the caller then takes LibTorch's ops (or the BLAS).
 #pragma once
 
 #include <cstdint>
@@ -11,6 +13,15 @@ namespace lm::model::kernels {
 
 /// True when this CPU runs the loops below (x86 with AVX2 and FMA).
 bool simd_loops();
+
+/// Floats per vector in the loops below: 16 (AVX-512F), 8 (AVX2 + FMA) or 0 (neither: the callers take
+/// LibTorch's ops). Elementwise results have the same bits at 8 and 16; sums across a row may differ in
+/// the last bits.
+int simd_lanes();
+
+/// For tests: at most `lanes` floats per vector from now on (8 runs the AVX2 loops on an AVX-512 CPU, 0
+/// none; 16 lifts the cap). Process-wide.
+void cap_simd_lanes(int lanes);
 
 /// y = GELU(x) = x Phi(x) for `n` contiguous floats, Phi(x) = (1 + erf(x / sqrt 2)) / 2 by Abramowitz-Stegun
 /// 7.1.26 (|error| <= 1.5e-7; LibTorch's gelu uses the erf formula). When `d` is not null it also gets the
@@ -34,5 +45,18 @@ bool softmax_row(const float* x, float* y, int64_t n, double* log_norm);
 
 /// ds = p (dp - sum(p dp)) over `n` floats: the softmax's backward for weights p and their gradient dp.
 bool softmax_backward_row(const float* p, const float* dp, float* ds, int64_t n);
+
+/// c = alpha op(a) b + beta c on the calling thread, for the small products of one attention head (sizes up
+/// to a few hundred): c is M x N (rows ldc apart), b is K x N (rows ldb apart), op(a) is M x K: a itself (rows
+/// lda apart) or, when `ta`, the transpose of a K x M matrix (rows lda apart). beta 0 ignores c's old
+/// contents. Blocks of 6 rows x 16 columns are summed in registers over the whole of K (k in order, one FMA
+/// each), so each result has the same bits whatever M, N and the block it falls in; neither operand is
+/// copied. (OpenBLAS copies both into its own layout and zeroes c first on every call, which at these sizes
+/// costs about half as much as the product itself.)
+bool small_gemm(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t lda, bool ta, const float* b,
+                int64_t ldb, float beta, float* c, int64_t ldc);
+
+/// dst (cols x rows, rows ldd apart) = the transpose of src (rows x cols, rows lds apart), 8 x 8 blocks at a time.
+bool transpose(const float* src, int64_t rows, int64_t cols, int64_t lds, float* dst, int64_t ldd);
 
 }  // namespace lm::model::kernels
