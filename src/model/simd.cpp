@@ -30,8 +30,14 @@ constexpr int64_t kSumRows = 64;
 
 }  // namespace
 
+// Each width's code is compiled for its own instruction set: GCC's target pragma, clang's attribute pragma
+// (clang ignores the GCC one; the sanitizer and fuzz builds use clang).
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx2,fma")
+#endif
 namespace avx2 {
 namespace {
 
@@ -78,120 +84,26 @@ inline double vdsum(Vd lo, Vd hi) {
 
 #include "model/simd_loops.inc"
 
-// Rows [0, R) x columns [0, 16) of c (columns [0, cols) when not `full`, cols < 16): the sums over k of op(a)'s
-// row times b's row k, then alpha, beta. op(a)'s element (r, k) is a[r lda + k], or a[k lda + r] when TA.
-template <int R, bool TA, bool full>
-void gemm_block(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t K,
-                                                    float alpha, float beta, float* c, int64_t ldc, int cols) {
-  __m256i m0 = _mm256_setzero_si256(), m1 = _mm256_setzero_si256();
-  if (!full) {
-    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(cols), lane);
-    m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(cols - 8), lane);
-  }
-  __m256 acc[R][2];
-#pragma GCC unroll 6
-  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
-  for (int64_t k = 0; k < K; ++k) {
-    const float* bk = b + k * ldb;
-    const __m256 b0 = full ? _mm256_loadu_ps(bk) : _mm256_maskload_ps(bk, m0);
-    const __m256 b1 = full ? _mm256_loadu_ps(bk + 8) : _mm256_maskload_ps(bk + 8, m1);
-#pragma GCC unroll 6
-    for (int r = 0; r < R; ++r) {
-      const __m256 x = _mm256_broadcast_ss(TA ? a + k * lda + r : a + r * lda + k);
-      acc[r][0] = _mm256_fmadd_ps(x, b0, acc[r][0]);
-      acc[r][1] = _mm256_fmadd_ps(x, b1, acc[r][1]);
-    }
-  }
-  const __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
-#pragma GCC unroll 6
-  for (int r = 0; r < R; ++r) {
-    float* cr = c + r * ldc;
-#pragma GCC unroll 2
-    for (int h = 0; h < 2; ++h) {
-      const __m256i m = h == 0 ? m0 : m1;
-      __m256 v = _mm256_mul_ps(acc[r][h], va);
-      if (beta != 0.0f) {
-        v = _mm256_fmadd_ps(full ? _mm256_loadu_ps(cr + 8 * h) : _mm256_maskload_ps(cr + 8 * h, m), vb, v);
-      }
-      if (full) {
-        _mm256_storeu_ps(cr + 8 * h, v);
-      } else {
-        _mm256_maskstore_ps(cr + 8 * h, m, v);
-      }
-    }
-  }
-}
-
-template <int R, bool TA>
-void gemm_rows(const float* a, int64_t lda, const float* b, int64_t ldb, int64_t N,
-                                                   int64_t K, float alpha, float beta, float* c, int64_t ldc) {
-  int64_t j = 0;
-  for (; j + 16 <= N; j += 16) gemm_block<R, TA, true>(a, lda, b + j, ldb, K, alpha, beta, c + j, ldc, 16);
-  if (j < N) gemm_block<R, TA, false>(a, lda, b + j, ldb, K, alpha, beta, c + j, ldc, static_cast<int>(N - j));
-}
-
-template <bool TA>
-void small_gemm_avx2(int64_t M, int64_t N, int64_t K, float alpha, const float* a,
-                                                         int64_t lda, const float* b, int64_t ldb, float beta, float* c,
-                                                         int64_t ldc) {
-  // Row r of op(a) starts at a + r lda, or at a + r when transposed.
-  const int64_t step = TA ? 1 : lda;
-  int64_t i = 0;
-  for (; i + 6 <= M; i += 6) gemm_rows<6, TA>(a + i * step, lda, b, ldb, N, K, alpha, beta, c + i * ldc, ldc);
-  const float* ai = a + i * step;
-  float* ci = c + i * ldc;
-  switch (M - i) {
-    case 5: gemm_rows<5, TA>(ai, lda, b, ldb, N, K, alpha, beta, ci, ldc); break;
-    case 4: gemm_rows<4, TA>(ai, lda, b, ldb, N, K, alpha, beta, ci, ldc); break;
-    case 3: gemm_rows<3, TA>(ai, lda, b, ldb, N, K, alpha, beta, ci, ldc); break;
-    case 2: gemm_rows<2, TA>(ai, lda, b, ldb, N, K, alpha, beta, ci, ldc); break;
-    case 1: gemm_rows<1, TA>(ai, lda, b, ldb, N, K, alpha, beta, ci, ldc); break;
-    default: break;
-  }
-}
-
-// The transpose of the 8 x 8 block at s (rows ls apart) into d (rows ld apart).
-void transpose8(const float* s, int64_t ls, float* d, int64_t ld) {
-  __m256 r[8], t[8];
-  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(s + i * ls);
-  for (int i = 0; i < 8; i += 2) {
-    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);      // a0 b0 a1 b1 | a4 b4 a5 b5
-    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);  // a2 b2 a3 b3 | a6 b6 a7 b7
-  }
-  for (int i = 0; i < 8; i += 4) {
-    for (int h = 0; h < 2; ++h) {
-      r[i + 2 * h] = _mm256_shuffle_ps(t[i + h], t[i + 2 + h], _MM_SHUFFLE(1, 0, 1, 0));      // a b c d, column 2h (+4)
-      r[i + 2 * h + 1] = _mm256_shuffle_ps(t[i + h], t[i + 2 + h], _MM_SHUFFLE(3, 2, 3, 2));  // column 2h + 1 (+4)
-    }
-  }
-  for (int c = 0; c < 4; ++c) {
-    _mm256_storeu_ps(d + c * ld, _mm256_permute2f128_ps(r[c], r[4 + c], 0x20));
-    _mm256_storeu_ps(d + (c + 4) * ld, _mm256_permute2f128_ps(r[c], r[4 + c], 0x31));
-  }
-}
-
-void transpose_avx2(const float* src, int64_t rows, int64_t cols, int64_t lds, float* dst,
-                                                        int64_t ldd) {
-  const int64_t r8 = rows / 8 * 8, c8 = cols / 8 * 8;
-  for (int64_t i = 0; i < r8; i += 8) {
-    for (int64_t j = 0; j < c8; j += 8) transpose8(src + i * lds + j, lds, dst + j * ldd + i, ldd);
-  }
-  for (int64_t i = 0; i < rows; ++i) {
-    for (int64_t j = i < r8 ? c8 : 0; j < cols; ++j) dst[j * ldd + i] = src[i * lds + j];
-  }
-}
+#include "model/simd_gemm.inc"
 
 }  // namespace
 }  // namespace avx2
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,avx2,fma"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx2,fma")
 // GCC 12's avx512fintrin.h starts some intrinsics from a deliberately undefined vector and warns about it.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 namespace avx512 {
 namespace {
 
@@ -233,8 +145,12 @@ inline double vdsum(Vd lo, Vd hi) { return _mm512_reduce_add_pd(_mm512_add_pd(lo
 
 }  // namespace
 }  // namespace avx512
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC diagnostic pop
 #pragma GCC pop_options
+#endif
 
 namespace {
 
@@ -249,7 +165,10 @@ std::atomic<int> g_cap{16};
 
 }  // namespace
 
-int simd_lanes() { return std::min(cpu_lanes(), g_cap.load(std::memory_order_relaxed)); }
+int simd_lanes() {
+  const int lanes = std::min(cpu_lanes(), g_cap.load(std::memory_order_relaxed));
+  return lanes >= 16 ? 16 : lanes >= 8 ? 8 : 0;  // a cap between the widths takes the narrower one
+}
 
 void cap_simd_lanes(int lanes) { g_cap.store(lanes, std::memory_order_relaxed); }
 

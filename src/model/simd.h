@@ -15,12 +15,12 @@ namespace lm::model::kernels {
 bool simd_loops();
 
 /// Floats per vector in the loops below: 16 (AVX-512F), 8 (AVX2 + FMA) or 0 (neither: the callers take
-/// LibTorch's ops). Elementwise results have the same bits at 8 and 16; sums across a row may differ in
-/// the last bits.
+/// LibTorch's ops). Elementwise results have the same bits at 8 and 16 but for the last n mod 16 elements
+/// (scalar loops at 16, vectors at 8); sums across a row may differ in the last bits.
 int simd_lanes();
 
 /// For tests: at most `lanes` floats per vector from now on (8 runs the AVX2 loops on an AVX-512 CPU, 0
-/// none; 16 lifts the cap). Process-wide.
+/// none: every function here then returns false; 16 lifts the cap). Process-wide.
 void cap_simd_lanes(int lanes);
 
 /// y = GELU(x) = x Phi(x) for `n` contiguous floats, Phi(x) = (1 + erf(x / sqrt 2)) / 2 by Abramowitz-Stegun
