@@ -165,12 +165,10 @@ std::atomic<int> g_cap{16};
 
 }  // namespace
 
-int simd_lanes() {
-  const int lanes = std::min(cpu_lanes(), g_cap.load(std::memory_order_relaxed));
-  return lanes >= 16 ? 16 : lanes >= 8 ? 8 : 0;  // a cap between the widths takes the narrower one
-}
+int simd_lanes() { return std::min(cpu_lanes(), g_cap.load(std::memory_order_relaxed)); }
 
-void cap_simd_lanes(int lanes) { g_cap.store(lanes, std::memory_order_relaxed); }
+// A cap between the widths takes the narrower, so simd_lanes() is always 0, 8 or 16.
+void cap_simd_lanes(int lanes) { g_cap.store(lanes >= 16 ? 16 : lanes >= 8 ? 8 : 0, std::memory_order_relaxed); }
 
 bool simd_loops() { return simd_lanes() >= 8; }
 
