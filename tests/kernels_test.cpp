@@ -238,6 +238,48 @@ TEST_F(Kernels, SmallGemmMatchesLibTorch) {
   }
 }
 
+// The causal parts of a square product (the attention's): kColumns computes each block's columns up to its
+// last row, the same bits as the whole product's, and leaves the columns after them as they were; kInnerTo
+// and kInnerFrom sum over the k up to the block's last row or from its first, the whole product's bits when
+// op(a) is zero where they skip (a causal softmax's weights, and those read transposed).
+TEST_F(Kernels, SmallGemmCausalPartsMatchTheWholeProduct) {
+  if (!kn::simd_loops()) GTEST_SKIP() << "this CPU has no AVX2 + FMA: the attention calls the BLAS instead";
+  using kn::Causal;
+  for (const int64_t T : {1, 7, 20, 130}) {
+    for (const int64_t D : {5, 64}) {
+      for (const bool ta : {false, true}) {
+        SCOPED_TRACE("T " + std::to_string(T) + " D " + std::to_string(D) + (ta ? " a^T" : ""));
+        // kColumns: (T x D) (D x T).
+        const auto q = ta ? torch::randn({D, T}) : torch::randn({T, D}), kt = torch::randn({D, T});
+        auto whole = torch::empty({T, T}), part = torch::full({T, T}, 7.0f);
+        ASSERT_TRUE(kn::small_gemm(T, T, D, 0.5f, q.data_ptr<float>(), q.size(1), ta, kt.data_ptr<float>(), T, 0.f,
+                                   whole.data_ptr<float>(), T));
+        ASSERT_TRUE(kn::small_gemm(T, T, D, 0.5f, q.data_ptr<float>(), q.size(1), ta, kt.data_ptr<float>(), T, 0.f,
+                                   part.data_ptr<float>(), T, Causal::kColumns));
+        for (int64_t i = 0; i < T; i += kn::kSmallGemmRows) {
+          const int64_t rows = std::min(kn::kSmallGemmRows, T - i), e = i + rows;
+          EXPECT_TRUE(torch::equal(part.narrow(0, i, rows).narrow(1, 0, e), whole.narrow(0, i, rows).narrow(1, 0, e))) << i;
+          EXPECT_TRUE(torch::equal(part.narrow(0, i, rows).narrow(1, e, T - e), torch::full({rows, T - e}, 7.0f))) << i;
+        }
+        // kInnerTo: op(a) zero after the diagonal; kInnerFrom: zero before it. (T x T) (T x D).
+        const auto v = torch::randn({T, D});
+        for (const Causal mode : {Causal::kInnerTo, Causal::kInnerFrom}) {
+          const auto full = torch::randn({T, T});
+          const auto op_a = mode == Causal::kInnerTo ? full.tril() : full.triu();
+          const auto a = ta ? op_a.t().contiguous() : op_a.contiguous();
+          auto c_whole = torch::empty({T, D}), c_part = torch::empty({T, D});
+          ASSERT_TRUE(kn::small_gemm(T, D, T, 1.f, a.data_ptr<float>(), T, ta, v.data_ptr<float>(), D, 0.f,
+                                     c_whole.data_ptr<float>(), D));
+          ASSERT_TRUE(kn::small_gemm(T, D, T, 1.f, a.data_ptr<float>(), T, ta, v.data_ptr<float>(), D, 0.f,
+                                     c_part.data_ptr<float>(), D, mode));
+          EXPECT_TRUE(torch::equal(c_part, c_whole)) << (mode == Causal::kInnerTo ? "to" : "from");
+          expect_close(c_part, torch::mm(op_a, v), 1e-4, "against LibTorch");
+        }
+      }
+    }
+  }
+}
+
 TEST_F(Kernels, LinearGeluValueAndGradients) {
   // 517 rows x 56 outputs (517 x 56 x 24 multiply-adds, past mm_all's split threshold): split by rows over
   // the threads, ragged; 5 rows x 4096 outputs: fewer rows than one piece, so one block on one thread.

@@ -219,12 +219,12 @@ bool transpose(const float* src, int64_t rows, int64_t cols, int64_t lds, float*
 }
 
 bool small_gemm(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t lda, bool ta, const float* b,
-                int64_t ldb, float beta, float* c, int64_t ldc) {
+                int64_t ldb, float beta, float* c, int64_t ldc, Causal part) {
   if (!simd_loops()) return false;
   if (ta) {
-    avx2::small_gemm_avx2<true>(M, N, K, alpha, a, lda, b, ldb, beta, c, ldc);
+    avx2::small_gemm_avx2<true>(M, N, K, alpha, a, lda, b, ldb, beta, c, ldc, part);
   } else {
-    avx2::small_gemm_avx2<false>(M, N, K, alpha, a, lda, b, ldb, beta, c, ldc);
+    avx2::small_gemm_avx2<false>(M, N, K, alpha, a, lda, b, ldb, beta, c, ldc, part);
   }
   return true;
 }
@@ -244,7 +244,7 @@ bool add_column_sums(const float*, int64_t, int64_t, float*) { return false; }
 bool softmax_row(const float*, float*, int64_t, double*) { return false; }
 bool softmax_backward_row(const float*, const float*, float*, int64_t) { return false; }
 bool small_gemm(int64_t, int64_t, int64_t, float, const float*, int64_t, bool, const float*, int64_t, float, float*,
-                int64_t) {
+                int64_t, Causal) {
   return false;
 }
 bool transpose(const float*, int64_t, int64_t, int64_t, float*, int64_t) { return false; }

@@ -46,15 +46,30 @@ bool softmax_row(const float* x, float* y, int64_t n, double* log_norm);
 /// ds = p (dp - sum(p dp)) over `n` floats: the softmax's backward for weights p and their gradient dp.
 bool softmax_backward_row(const float* p, const float* dp, float* ds, int64_t n);
 
+/// Rows of c that small_gemm computes together (a block of rows, in registers).
+constexpr int64_t kSmallGemmRows = 6;
+
+/// The part of a square T x T product (rows and columns, or rows and k, both positions in one sequence) that a
+/// causal attention head needs, for small_gemm. Blocks of kSmallGemmRows rows of c, rows [i, e):
+/// - kColumns: only columns [0, e) are computed and written (row r needs columns up to r); the columns
+///   after e are left as they were;
+/// - kInnerTo: the sum runs over k in [0, e): op(a)'s entries (r, k) for k > r must be zero (a causal
+///   softmax's weights or their gradient, zero after each row's keys);
+/// - kInnerFrom: the sum runs over k in [i, K): op(a)'s entries (r, k) for k < r must be zero (those
+///   weights read transposed).
+/// A zero skipped adds nothing, so each result has the bits of the whole product's (kAll).
+enum class Causal { kAll, kColumns, kInnerTo, kInnerFrom };
+
 /// c = alpha op(a) b + beta c on the calling thread, for the small products of one attention head (sizes up
 /// to a few hundred): c is M x N (rows ldc apart), b is K x N (rows ldb apart), op(a) is M x K: a itself (rows
-/// lda apart) or, when `ta`, the transpose of a K x M matrix (rows lda apart). beta 0 ignores c's old
-/// contents. Blocks of 6 rows x 16 columns are summed in registers over the whole of K (k in order, one FMA
-/// each), so each result has the same bits whatever M, N and the block it falls in; neither operand is
-/// copied. (OpenBLAS copies both into its own layout and zeroes c first on every call, which at these sizes
-/// costs about half as much as the product itself.)
+/// lda apart) or, when `ta`, the transpose of a K x M matrix (rows lda apart); `part` limits the work to a
+/// causal triangle (above). beta 0 ignores c's old contents. Blocks of kSmallGemmRows rows x 16 columns are
+/// summed in registers over their range of K (k in order, one FMA each), so each result has the same bits
+/// whatever M, N and the block it falls in; neither operand is copied. (OpenBLAS copies both into its own
+/// layout and zeroes c first on every call, which at these sizes costs about half as much as the product
+/// itself.)
 bool small_gemm(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t lda, bool ta, const float* b,
-                int64_t ldb, float beta, float* c, int64_t ldc);
+                int64_t ldb, float beta, float* c, int64_t ldc, Causal part = Causal::kAll);
 
 /// dst (cols x rows, rows ldd apart) = the transpose of src (rows x cols, rows lds apart), 8 x 8 blocks at a time.
 bool transpose(const float* src, int64_t rows, int64_t cols, int64_t lds, float* dst, int64_t ldd);
