@@ -83,9 +83,14 @@ void each_thread(const Body& body) {
   at::parallel_for(0, at::get_num_threads(), 1, [&](int64_t /*begin*/, int64_t /*end*/) { body(); });
 }
 
+// Zeros written after row r's keys, [r + 1, r + kFutureZeros): all that small_gemm's causal parts read
+// there (a block of kSmallGemmRows rows reads up to its last row). The rest of the row is left as it is.
+constexpr int64_t kFutureZeros = kSmallGemmRows;
+
 // w = the causal softmax of the T x T scores s (only each row's own keys read: the rest may be anything), row
-// by row (simd.h) with zeros after each row's keys (the products over w read them); LibTorch's softmax of
-// the masked scores on a CPU without AVX2 or when a row holds a NaN or an infinity.
+// by row (simd.h), each row followed by the zeros the products over w read (kFutureZeros); LibTorch's
+// softmax of the masked scores, every row whole, on a CPU without AVX2 (whose BLAS products read whole rows)
+// or when a row holds a NaN or an infinity.
 void softmax_causal(at::Tensor& s, at::Tensor& w) {
   float *sp = s.data_ptr<float>(), *wp = w.data_ptr<float>();
   const int64_t T = s.size(0);
@@ -96,13 +101,13 @@ void softmax_causal(at::Tensor& s, at::Tensor& w) {
       at::_softmax_out(w, s, 1, false);
       return;
     }
-    std::fill(wp + r * T + r + 1, wp + (r + 1) * T, 0.0f);
+    std::fill(wp + r * T + r + 1, wp + r * T + std::min(T, r + kFutureZeros), 0.0f);
   }
 }
 
-// ds = the softmax's backward of dp for causal weights w (zero after each row's keys, and so is ds; only each
-// row's own keys of dp are read). LibTorch's softmax backward on a CPU without AVX2 (dp's future set to zero
-// first: it may hold anything, and 0 x NaN would reach the row's sum).
+// ds = the softmax's backward of dp for causal weights w (each row's own keys of w and dp read; ds followed by
+// kFutureZeros zeros, as w). LibTorch's softmax backward, every row whole, on a CPU without AVX2 (dp's future
+// set to zero first: it may hold anything, and 0 x NaN would reach the row's sum).
 void softmax_causal_backward(at::Tensor& ds, at::Tensor& dp, const at::Tensor& w) {
   float *dsp = ds.data_ptr<float>(), *dpp = dp.data_ptr<float>();
   const float* wp = w.data_ptr<float>();
@@ -114,7 +119,7 @@ void softmax_causal_backward(at::Tensor& ds, at::Tensor& dp, const at::Tensor& w
       at::_softmax_backward_data_out(ds, dp, w, 1, at::kFloat);  // masked: P = 0
       return;
     }
-    std::fill(dsp + o + r + 1, dsp + o + T, 0.0f);
+    std::fill(dsp + o + r + 1, dsp + o + std::min(T, r + kFutureZeros), 0.0f);
   }
 }
 
