@@ -53,11 +53,12 @@ constexpr int64_t kSmallGemmRows = 6;
 /// causal attention head needs, for small_gemm. Blocks of kSmallGemmRows rows of c, rows [i, e):
 /// - kColumns: only columns [0, e) are computed and written (row r needs columns up to r); the columns
 ///   after e are left as they were;
-/// - kInnerTo: the sum runs over k in [0, e): op(a)'s entries (r, k) for k > r must be zero (a causal
-///   softmax's weights or their gradient, zero after each row's keys);
-/// - kInnerFrom: the sum runs over k in [i, K): op(a)'s entries (r, k) for k < r must be zero (those
-///   weights read transposed).
-/// A zero skipped adds nothing, so each result has the bits of the whole product's (kAll).
+/// - kInnerTo: the sum runs over k in [0, e): op(a)'s entries (r, k) for r < k < e must be zero (a causal
+///   softmax's weights or their gradient, zero after each row's keys), those from e on are never read;
+/// - kInnerFrom: the sum runs over k in [i, K): op(a)'s entries (r, k) for i <= k < r must be zero (those
+///   weights read transposed), those before i are never read.
+/// Where the skipped entries are zero too, each result has the bits of the whole product's (kAll): a zero
+/// adds nothing.
 enum class Causal { kAll, kColumns, kInnerTo, kInnerFrom };
 
 /// c = alpha op(a) b + beta c on the calling thread, for the small products of one attention head (sizes up
