@@ -83,12 +83,13 @@ void each_thread(const Body& body) {
   at::parallel_for(0, at::get_num_threads(), 1, [&](int64_t /*begin*/, int64_t /*end*/) { body(); });
 }
 
-// Zeros written after row r's keys, [r + 1, r + kFutureZeros): all that small_gemm's causal parts read
-// there (a block of kSmallGemmRows rows reads up to its last row). The rest of the row is left as it is.
+// Row r's keys are followed by zeros in [r + 1, r + kFutureZeros) (kFutureZeros - 1 of them): all that
+// small_gemm's causal parts read there (a block of kSmallGemmRows rows reads up to its last row). The rest of
+// the row is left as it is.
 constexpr int64_t kFutureZeros = kSmallGemmRows;
 
 // w = the causal softmax of the T x T scores s (only each row's own keys read: the rest may be anything), row
-// by row (simd.h), each row followed by the zeros the products over w read (kFutureZeros); LibTorch's
+// by row (simd.h), each row followed by the zeros the products over w read (above); LibTorch's
 // softmax of the masked scores, every row whole, on a CPU without AVX2 (whose BLAS products read whole rows)
 // or when a row holds a NaN or an infinity.
 void softmax_causal(at::Tensor& s, at::Tensor& w) {
@@ -106,8 +107,8 @@ void softmax_causal(at::Tensor& s, at::Tensor& w) {
 }
 
 // ds = the softmax's backward of dp for causal weights w (each row's own keys of w and dp read; ds followed by
-// kFutureZeros zeros, as w). LibTorch's softmax backward, every row whole, on a CPU without AVX2 (dp's future
-// set to zero first: it may hold anything, and 0 x NaN would reach the row's sum).
+// the same zeros as w). LibTorch's softmax backward, every row whole, on a CPU without AVX2 (dp's future set
+// to zero first, so the whole rows' sums never depend on it).
 void softmax_causal_backward(at::Tensor& ds, at::Tensor& dp, const at::Tensor& w) {
   float *dsp = ds.data_ptr<float>(), *dpp = dp.data_ptr<float>();
   const float* wp = w.data_ptr<float>();

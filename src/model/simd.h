@@ -57,8 +57,8 @@ constexpr int64_t kSmallGemmRows = 6;
 ///   softmax's weights or their gradient, zero after each row's keys), those from e on are never read;
 /// - kInnerFrom: the sum runs over k in [i, K): op(a)'s entries (r, k) for i <= k < r must be zero (those
 ///   weights read transposed), those before i are never read.
-/// Where the skipped entries are zero too, each result has the bits of the whole product's (kAll): a zero
-/// adds nothing.
+/// Where the skipped entries are zero too (and b finite there: 0 x inf is NaN), each result has the bits of
+/// the whole product's (kAll): a zero adds nothing.
 enum class Causal { kAll, kColumns, kInnerTo, kInnerFrom };
 
 /// c = alpha op(a) b + beta c on the calling thread, for the small products of one attention head (sizes up
