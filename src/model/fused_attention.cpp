@@ -68,11 +68,11 @@ Mat transposed(const float* x, int64_t rows, int64_t cols, int64_t ld, std::vect
 // Where pair i (sequence i / H, head i % H) starts in a (B,T,width) buffer whose heads are D columns wide.
 int64_t head_at(int64_t i, int64_t H, int64_t T, int64_t width, int64_t D) { return (i / H) * T * width + (i % H) * D; }
 
-// Sets the scores of keys after each query row (the future) to -inf: row r of the T x T scores sees keys [0, r].
-void mask_future(at::Tensor& s) {
-  float* d = s.data_ptr<float>();
-  const int64_t T = s.size(0);
-  for (int64_t r = 0; r + 1 < T; ++r) std::fill(d + r * T + r + 1, d + (r + 1) * T, -std::numeric_limits<float>::infinity());
+// Sets every entry after each row's keys (the future) to `value`: row r of the T x T matrix m sees keys [0, r].
+void fill_future(at::Tensor& m, float value) {
+  float* d = m.data_ptr<float>();
+  const int64_t T = m.size(0);
+  for (int64_t r = 0; r + 1 < T; ++r) std::fill(d + r * T + r + 1, d + (r + 1) * T, value);
 }
 
 // body() once on each of LibTorch's threads (once on the calling thread inside a parallel region). The
@@ -83,10 +83,12 @@ void each_thread(const Body& body) {
   at::parallel_for(0, at::get_num_threads(), 1, [&](int64_t /*begin*/, int64_t /*end*/) { body(); });
 }
 
-// Row r's keys are followed by zeros in [r + 1, r + kFutureZeros) (kFutureZeros - 1 of them): all that
-// small_gemm's causal parts read there (a block of kSmallGemmRows rows reads up to its last row). The rest of
-// the row is left as it is.
-constexpr int64_t kFutureZeros = kSmallGemmRows;
+// Follows row r (of T) of a weights matrix with zeros in [r + 1, r + kSmallGemmRows): all that small_gemm's
+// causal parts read after its keys (a block of kSmallGemmRows rows reads up to its last row). The rest of the
+// row is left as it is.
+void zeros_after_keys(float* row, int64_t r, int64_t T) {
+  std::fill(row + r + 1, row + std::min(T, r + kSmallGemmRows), 0.0f);
+}
 
 // w = the causal softmax of the T x T scores s (only each row's own keys read: the rest may be anything), row
 // by row (simd.h), each row followed by the zeros the products over w read (above); LibTorch's
@@ -98,11 +100,11 @@ void softmax_causal(at::Tensor& s, at::Tensor& w) {
   for (int64_t r = 0; r < T; ++r) {
     double log_norm = 0.0;
     if (!softmax_row(sp + r * T, wp + r * T, r + 1, &log_norm)) {
-      mask_future(s);
+      fill_future(s, -std::numeric_limits<float>::infinity());
       at::_softmax_out(w, s, 1, false);
       return;
     }
-    std::fill(wp + r * T + r + 1, wp + r * T + std::min(T, r + kFutureZeros), 0.0f);
+    zeros_after_keys(wp + r * T, r, T);
   }
 }
 
@@ -116,11 +118,11 @@ void softmax_causal_backward(at::Tensor& ds, at::Tensor& dp, const at::Tensor& w
   for (int64_t r = 0; r < T; ++r) {
     const int64_t o = r * T;
     if (!softmax_backward_row(wp + o, dpp + o, dsp + o, r + 1)) {
-      for (int64_t i = 0; i + 1 < T; ++i) std::fill(dpp + i * T + i + 1, dpp + (i + 1) * T, 0.0f);
+      fill_future(dp, 0.0f);
       at::_softmax_backward_data_out(ds, dp, w, 1, at::kFloat);  // masked: P = 0
       return;
     }
-    std::fill(dsp + o + r + 1, dsp + o + std::min(T, r + kFutureZeros), 0.0f);
+    zeros_after_keys(dsp + o, r, T);
   }
 }
 
@@ -168,6 +170,7 @@ struct AttentionFn : public torch::autograd::Function<AttentionFn> {
     each_thread([&] {
       const c10::AutoGradMode no_autograd(false);  // thread-local: off on the pool's threads too
       at::Tensor dp = at::empty({T, T}, qkv.options()), ds = at::empty({T, T}, qkv.options());
+      const float* dsp = ds.data_ptr<float>();
       std::vector<float> vt(static_cast<size_t>(D * T));
       for (int64_t i = next++; i < B * H; i = next++) {
         const float* q = qkv_p + head_at(i, H, T, L, D);
@@ -176,7 +179,7 @@ struct AttentionFn : public torch::autograd::Function<AttentionFn> {
         float* dq = dqkv_p + head_at(i, H, T, L, D);
         float *dk = dq + C, *dv = dq + 2 * C;
         const at::Tensor w = p.select(0, i).view({T, T});
-        const float *wp = w.data_ptr<float>(), *dsp = ds.data_ptr<float>();
+        const float* wp = w.data_ptr<float>();
         gemm(T, T, D, 1.f, {dyi, C}, transposed(v, T, D, L, vt), 0.f, dp.data_ptr<float>(), T, Causal::kColumns);  // dP = dY V^T
         gemm(T, D, T, 1.f, {wp, T, true}, {dyi, C}, 0.f, dv, L, Causal::kInnerFrom);  // dV = P^T dY
         softmax_causal_backward(ds, dp, w);
