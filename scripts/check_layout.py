@@ -8,10 +8,15 @@
    this codebase (clang-format style) writes them: a signature line at namespace or class scope, its "{"
    at the end of that line or of a continuation line, and its body ending at the first later line that
    is "}" at the signature's indentation;
-4. citations: every `docs/NAME.md "Section"` in src/, configs/, scripts/ and CMakeLists.txt names a file
-   of the repository and one of its headings, and nothing cites a design file outside the repository.
+4. citations: every `docs/NAME.md "Section"`, `NAME.md "Section"` and `README "Section"` in src/, configs/,
+   scripts/, tests/, docs/, README.md and CMakeLists.txt names a file of the repository and one of its
+   headings, and nothing cites a design file outside the repository;
+5. links: every relative link `[text](target)` in README.md and docs/*.md names a file of the repository,
+   and a `#fragment` one of that file's headings (GitHub's slugs).
 
-Run by scripts/test.sh through CTest (test name layout.check). Usage: scripts/check_layout.py [SRC_DIR]
+Run by scripts/test.sh through CTest (test names layout.check, and layout.selftest for --self-test, which
+plants a bad citation, heading and link in a copy of the tree and expects each to be reported).
+Usage: scripts/check_layout.py [SRC_DIR] | --self-test
 """
 import pathlib
 import re
@@ -128,31 +133,111 @@ def check_lengths(src, files, problems):
                     start, pending = pending, None
 
 
-CITATION = re.compile(r'docs/([A-Za-z_]+\.md)(?:\s+"([^"]+)")?')
+CITATION = re.compile(r'(?:(docs/)?([A-Z][A-Za-z_]*\.md)|(README)(?:\.md)?)\s+"([^"]+)"')
+LINK = re.compile(r'\[[^\]]*\]\(([^)\s]+)\)')
+
+
+def headings(doc: pathlib.Path):
+    """The headings of a Markdown file, outside fenced code blocks, as written (without the #s)."""
+    out, fenced = set(), False
+    for line in doc.read_text(encoding="utf-8").splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced and line.startswith("#"):
+            out.add(line.lstrip("#").strip())
+    return out
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+
+
+def cited_file(root, where_file, m):
+    """The file a citation names: docs/X.md, README.md, or a bare X.md beside the citing doc or in docs/."""
+    if m.group(3) or m.group(2) == "README.md":
+        return root / "README.md"
+    if m.group(1):
+        return root / "docs" / m.group(2)
+    beside = where_file.parent / m.group(2)
+    return beside if beside.is_file() else root / "docs" / m.group(2)
 
 
 def check_citations(root, problems):
-    places = [root / "CMakeLists.txt"] + sorted(p for d in ("src", "configs", "scripts") for p in (root / d).rglob("*")
-                                                 if p.is_file() and p.suffix in (".h", ".cpp", ".yaml", ".sh", ".py"))
+    places = [root / "CMakeLists.txt", root / "README.md"] + sorted(
+        p for d in ("src", "configs", "scripts", "tests", "docs") for p in (root / d).rglob("*")
+        if p.is_file() and p.suffix in (".h", ".cpp", ".yaml", ".sh", ".py", ".md", ".in", ".inc"))
     for f in places:
-        if f.name == "check_layout.py":
+        if f.name == "check_layout.py" or not f.is_file():
             continue
         for n, line in enumerate(f.read_text(encoding="utf-8").splitlines(), 1):
             where = f"{f.relative_to(root)}:{n}"
             if "DESIGN.md" in line:
                 problems.append(f"{where}: cites DESIGN.md, which is not in the repository (use docs/ARCHITECTURE.md)")
             for m in CITATION.finditer(line):
-                doc = root / "docs" / m.group(1)
+                doc = cited_file(root, f, m)
+                name = doc.relative_to(root) if doc.is_relative_to(root) else doc
                 if not doc.is_file():
-                    problems.append(f"{where}: cites docs/{m.group(1)}, which does not exist")
-                elif m.group(2):
-                    headings = {h.lstrip("#").strip() for h in doc.read_text(encoding="utf-8").splitlines()
-                                if h.startswith("#")}
-                    if m.group(2) not in headings:
-                        problems.append(f"{where}: docs/{m.group(1)} has no section \"{m.group(2)}\"")
+                    problems.append(f"{where}: cites {name}, which does not exist")
+                elif m.group(4) not in headings(doc):
+                    problems.append(f"{where}: {name} has no section \"{m.group(4)}\"")
+
+
+def check_links(root, problems):
+    for f in [root / "README.md"] + sorted((root / "docs").glob("*.md")):
+        fenced = False
+        for n, line in enumerate(f.read_text(encoding="utf-8").splitlines(), 1):
+            if line.startswith("```"):
+                fenced = not fenced
+            if fenced:
+                continue
+            for m in LINK.finditer(line):
+                target = m.group(1)
+                if re.match(r"^[a-z]+:", target):
+                    continue  # http:, https:, file:, mailto:
+                path, _, fragment = target.partition("#")
+                doc = (f.parent / path).resolve() if path else f
+                where = f"{f.relative_to(root)}:{n}"
+                if not doc.exists():
+                    problems.append(f"{where}: link to {target}, which does not exist")
+                elif fragment and doc.suffix == ".md" and fragment not in {slug(h) for h in headings(doc)}:
+                    problems.append(f"{where}: link to {target}: {doc.name} has no heading with that anchor")
+
+
+def self_test() -> int:
+    """Plants one bad citation, one bad heading and one bad link in a copy of the docs; each must be found."""
+    import shutil
+    import tempfile
+    root = pathlib.Path(__file__).resolve().parent.parent
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = pathlib.Path(tmp) / "tree"
+        shutil.copytree(root, copy, ignore=shutil.ignore_patterns("build*", "runs", "data", ".git", "node_modules"))
+        clean = []
+        check_citations(copy, clean)
+        check_links(copy, clean)
+        if clean:
+            print("check_layout --self-test: the unplanted copy already fails:", *clean, sep="\n  ")
+            return 1
+        with open(copy / "docs" / "training.md", "a", encoding="utf-8") as out:
+            out.write('\nSee README "No Such Heading", docs/NOPE.md "X", [gone](missing.md) and [bad](config.md#no-such-anchor).\n')
+        with open(copy / "scripts" / "planted.sh", "w", encoding="utf-8") as out:
+            out.write('# docs/training.md "Not A Section"\n')
+        found = []
+        check_citations(copy, found)
+        check_links(copy, found)
+    want = ['README.md has no section "No Such Heading"', "cites docs/NOPE.md, which does not exist",
+            "link to missing.md, which does not exist", "link to config.md#no-such-anchor",
+            'docs/training.md has no section "Not A Section"']
+    missed = [w for w in want if not any(w in p for p in found)]
+    for w in missed:
+        print("check_layout --self-test: not reported:", w)
+    print(f"check_layout --self-test: {len(want) - len(missed)} of {len(want)} planted problems reported")
+    return 1 if missed else 0
 
 
 def main():
+    if sys.argv[1:] == ["--self-test"]:
+        return self_test()
     src = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else pathlib.Path(__file__).parent.parent / "src")
     files = sorted(p for p in src.rglob("*") if p.suffix in (".h", ".cpp"))
     if not files:
@@ -162,6 +247,7 @@ def main():
     check_includes(src, files, problems)
     check_lengths(src, files, problems)
     check_citations(src.parent, problems)
+    check_links(src.parent, problems)
     for p in problems:
         print("check_layout:", p)
     print(f"check_layout: {len(files)} files, {len(problems)} problem(s)")

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fine-tunes the quickstart KJV checkpoint on the English Debian FAQ three ways (frozen token table,
-# unfrozen, unfrozen at 0.1x lr), writes the comparison table to runs/finetune-demo.md (README's table is
-# pasted from it by a person) and the HTML reports of the frozen and unfrozen runs, drift measured with
+# unfrozen, unfrozen at 0.1x lr), writes the comparison table to runs/finetune-demo.md and into README.md (between its
+# finetune-demo markers), and the HTML reports of the frozen and unfrozen runs, drift measured with
 # --compare against the quickstart checkpoint. Runs the quickstart first when its checkpoint is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -43,9 +43,14 @@ for label, d in rows:
                  dr["l2"]["mean"], dr["l2"]["p95"], top, wall))
 table = "\n".join(lines) + "\n"
 open("runs/finetune-demo.md", "w").write(table)
+readme = open("README.md").read()
+start, end = "<!-- finetune-demo:start -->\n", "<!-- finetune-demo:end -->"
+if start in readme and end in readme:
+    head, rest = readme.split(start, 1)
+    open("README.md", "w").write(head + start + table + end + rest.split(end, 1)[1])
 print(table)
 PY
-echo "table written to runs/finetune-demo.md"
+echo "table written to runs/finetune-demo.md and README.md"
 for d in faq-frozen faq-unfrozen; do
   $LM report "runs/$d" --compare runs/kjv-small --prompt "How do I install"
 done

@@ -3,7 +3,7 @@
 # 8 minutes on an H200). Before, on the Debian machine: scripts/fetch_gpu_deps.sh, then carry deps/ and
 # data/kjv/ along with the working tree. It
 #   1. unpacks deps/debs/*.deb into deps/root and builds lmtrain against python3's LibTorch into build-gpu/
-#      (README "Building against a CUDA LibTorch");
+#      (docs/install.md "Building against a CUDA LibTorch");
 #   2. runs the test suite there (the CUDA tests run instead of skipping);
 #   3. runs the GPU benchmark (scripts/bench_gpu.py: lmtrain vs the team's PyTorch eager baseline);
 #   4. exports the benchmark's KJV model to Hugging Face form and compares transformers' probabilities and

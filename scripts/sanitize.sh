@@ -3,8 +3,8 @@
 # build-sanitize/ (shared with scripts/fuzz.sh), then runs every CTest test under both sanitizers: the unit
 # tests, the integration tests and the bad-input and fault matrix (docs/FAULT_MATRIX.md), whose subprocesses
 # are the sanitized binaries too. Any report fails the run (halt on the first error, non-zero exit).
-# The SentencePiece bridge is not instrumented and is loaded with dlmopen in ASan builds (README
-# "Sanitizers and fuzzing"). Usage: scripts/sanitize.sh [ctest args...], e.g. -R Matrix
+# The SentencePiece bridge is not instrumented and is loaded with dlmopen in ASan builds
+# (docs/testing.md "Sanitizers"). Usage: scripts/sanitize.sh [ctest args...], e.g. -R Matrix
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export SETUP_WITH=clang BUILD_DIR=build-sanitize

@@ -9,6 +9,7 @@ cd "$(dirname "$0")/.."
 
 PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config git
+  dpkg-dev file binutils  # `cpack -G DEB` (dpkg-shlibdeps finds the Depends; CPack needs `file`); readelf in the install test
   libtorch-dev libopenblas0-pthread
   libsentencepiece-dev
   libcli11-dev libspdlog-dev libfmt-dev libyaml-cpp-dev nlohmann-json3-dev libssl-dev

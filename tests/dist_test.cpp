@@ -1,4 +1,4 @@
-// Data-parallel training (README "More than one process"): the launch variables, the global batch split
+// Data-parallel training (docs/training.md "More than one process"): the launch variables, the global batch split
 // by rank, and real multi-process runs on loopback: 2 ranks x b against 1 rank x 2b, identical replicas, a
 // SIGTERM'd 2-rank run resumed, a killed rank (exit 7), a NaN on one rank, a rank that never joins, a
 // resume with another world size, torchrun --no_python, fine-tuning, and the run-directory lock.
@@ -179,7 +179,7 @@ TEST(DistRun, TorchrunNoPythonLaunch) {
   ScratchDir dir("dist-torchrun");
   auto ours = run_lmtrain(train_args(dir, "ours", 4, "--nproc 2"));
   ASSERT_EQ(ours.exit_code, 0) << ours.output;
-  // --redirects 1 --tee 1: torch 1.13's torchrun crashes with its defaults under Python 3.11 (README).
+  // --redirects 1 --tee 1: torch 1.13's torchrun crashes with its defaults under Python 3.11 (docs/training.md).
   auto r = run_command("torchrun --redirects 1 --tee 1 --no_python --nproc_per_node 2 --master_port " +
                        std::to_string(20000 + (::getpid() + 13) % 20000) + " " + LMTRAIN_BINARY + " " +
                        train_args(dir, "torchrun", 4));

@@ -159,6 +159,21 @@ std::vector<Case> corpus_cases() {
   };
   unreadable.check = [](Ctx& ctx, const RunResult&) { EXPECT_FALSE(fs::exists(ctx / "w" / "out.model")); };
   out.push_back(unreadable);
+  Case shut{"corpus_dir_shut", "a readable corpus inside a directory its user may not search (mode 0600; root's override "
+            "dropped)", expect::kCorpusDirShut, 3, "no tokenizer model is written", nullptr, nullptr};
+  shut.act = [](Ctx& ctx) {
+    const fs::path corpus = ctx.write("shut/t.txt", "some text\n");
+    fs::permissions(ctx / "shut", fs::perms::owner_read | fs::perms::owner_write);
+    fs::create_directories(ctx / "w");
+    fs::permissions(ctx / "w", fs::perms::all);
+    return run_command(as_unprivileged() + LMTRAIN_BINARY + " tokenizer train --input " + corpus.string() +
+                       " --model " + (ctx / "w" / "out.model").string() + " --vocab-size 64");
+  };
+  shut.check = [](Ctx& ctx, const RunResult&) {
+    EXPECT_FALSE(fs::exists(ctx / "w" / "out.model"));
+    fs::permissions(ctx / "shut", fs::perms::owner_all);  // so that the scratch directory can be removed
+  };
+  out.push_back(shut);
   Case train_empty{"train_corpus_empty", "`train` whose data.train is an empty file", expect::kCorpusEmpty, 3,
                    "no checkpoint, tokenizer or token file is written", nullptr, nullptr};
   train_empty.act = [](Ctx& ctx) {

@@ -16,8 +16,9 @@ inline constexpr const char* kCorpusNul = R"(\[corpus\] \S+:3:3: NUL byte: expec
 inline constexpr const char* kCorpusLongLine = R"(\[corpus\] \S+:2:1: line longer than 1048576 bytes: expected one unit)";
 inline constexpr const char* kCorpusDirectory = R"(\[corpus\] training corpus '[^']*' is a directory: expected a text file)";
 inline constexpr const char* kCorpusFifo = R"(\[corpus\] training corpus '[^']*' is not a regular file \(a FIFO, socket or device\))";
-inline constexpr const char* kCorpusUnreadable = R"(\[corpus\] training corpus '[^']*' is not readable: expected read permission)";
-inline constexpr const char* kCorpusMissing = R"(\[corpus\] training corpus '[^']*' is missing: expected a text file)";
+inline constexpr const char* kCorpusUnreadable = R"(\[corpus\] training corpus '[^']*' cannot be read: permission denied\. Hint: check the permissions)";
+inline constexpr const char* kCorpusDirShut = R"(\[corpus\] training corpus '[^']*' cannot be read: permission denied \(a directory above it may not be searched\)\. Hint: check the permissions)";
+inline constexpr const char* kCorpusMissing = R"(\[corpus\] training corpus '[^']*' is missing \(No such file or directory\): expected a text file)";
 inline constexpr const char* kVocabTooLarge = R"(\[tokenizer\] SentencePiece training failed for vocab_size=100000: .*Vocabulary size too high)";
 inline constexpr const char* kVocabBelowChars = R"(\[tokenizer\] SentencePiece training failed for vocab_size=8: .*Hint: raise --vocab-size or lower --character-coverage)";
 inline constexpr const char* kTokenizerModelBad = R"(\[tokenizer\] cannot load '[^']*': )";

@@ -52,7 +52,7 @@ std::string markdown_table(const std::vector<Case>& cases) {
       "this file and the cases differ. Every row runs in `scripts/test.sh` as the CTest test "
       "`Matrix/FaultMatrix.Run/<case>`: the real binary (or `lmtrain_faults` for injected faults) on the input, then "
       "the exit code, the message (an ECMAScript regex from tests/matrix_expect.h) and what must stay intact "
-      "are checked. Exit codes are listed in README.md \"Exit codes\".\n\n"
+      "are checked. Exit codes are listed in docs/errors.md \"Exit codes\".\n\n"
       "| # | case | input | exit | expected message (regex) | stays intact |\n|---|---|---|---|---|---|\n";
   int i = 0;
   for (const auto& c : cases) {

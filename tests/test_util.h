@@ -78,7 +78,7 @@ inline const fs::path& english_tokenizer_path() {
 struct RunSpec {
   std::string run = "run";  ///< run directory name inside the scratch dir; the YAML is <run>.yaml
   uint64_t seed = 3;
-  std::string train_text = "tiny_en.txt", val_text = "tiny_en_val.txt";  ///< files in tests/data
+  std::string train_text = "tiny_en.txt", val_text = "tiny_en_val.txt";  ///< files in tests/data ("" val: held out)
   std::string tokenizer = "vocab_size: 128";
   std::string model = "d_model: 32, n_layers: 2, n_heads: 2, max_seq_len: 16";
   std::string train = "batch_size: 4, max_steps: 4, warmup_steps: 1, eval_every: 0";
@@ -90,7 +90,8 @@ inline fs::path write_run_config(const ScratchDir& dir, const RunSpec& spec) {
   const fs::path cfg = dir / (spec.run + ".yaml");
   std::ofstream out(cfg);
   out << "run: {dir: " << (dir / spec.run).string() << ", seed: " << spec.seed << ", threads: 1, blas_threads: 1}\n"
-      << "data: {train: " << data_file(spec.train_text).string() << ", val: " << data_file(spec.val_text).string() << "}\n";
+      << "data: {train: " << data_file(spec.train_text).string()
+      << (spec.val_text.empty() ? std::string() : ", val: " + data_file(spec.val_text).string()) << "}\n";
   if (!spec.tokenizer.empty()) out << "tokenizer: {" << spec.tokenizer << "}\n";
   if (!spec.model.empty()) out << "model: {" << spec.model << "}\n";
   out << "train: {" << spec.train << "}\n" << spec.extra;

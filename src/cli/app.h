@@ -1,5 +1,5 @@
 // The command-line application: CLI11 subcommands, and the only place that catches exceptions and maps
-// them to exit codes (docs/ARCHITECTURE.md "Errors and exit codes"; README.md lists them).
+// them to exit codes (docs/ARCHITECTURE.md "Errors and exit codes"; docs/errors.md lists them).
 #pragma once
 
 #include "util/faults.h"

@@ -3,6 +3,7 @@
 #include <iostream>
 #include <string>
 
+#include "lmtrain_commit.h"  // generated at build time: LMTRAIN_COMMIT
 #include "util/errors.h"
 #include "util/logging.h"
 
@@ -13,7 +14,7 @@ void describe_app(CLI::App& app, bool& verbose) {
                   "Exit codes: 0 ok, 1 internal, 2 usage/config, 3 data/tokenizer, 4 checkpoint, 5 non-finite loss,\n"
                   "6 save failure, 7 distributed, 130 SIGINT, 143 SIGTERM.");
   app.require_subcommand(1);
-  app.set_version_flag("--version", "lmtrain 0.1.0");
+  app.set_version_flag("--version", "lmtrain " LMTRAIN_VERSION "\nLibTorch " LMTRAIN_TORCH_VERSION "\ncommit " LMTRAIN_COMMIT);
   app.add_flag("-v,--verbose", verbose, "debug logging");
   app.parse_complete_callback([&verbose] { util::setup_logging(verbose); });
 }

@@ -14,8 +14,8 @@ void describe_app(CLI::App& app, bool& verbose);
 /// prepare (cmd_prepare.cpp).
 void add_data_commands(CLI::App& app);
 
-/// Parses argv into `app` and runs the chosen subcommand; returns the process exit code (README.md lists
-/// them): CLI11's own for --help/--version, 2 for a bad command line, an lm::Error's code, else 1.
+/// Parses argv into `app` and runs the chosen subcommand; returns the process exit code (docs/errors.md
+/// lists them): CLI11's own for --help/--version, 2 for a bad command line, an lm::Error's code, else 1.
 int parse_and_run(CLI::App& app, int argc, char** argv);
 
 }  // namespace lm::cli

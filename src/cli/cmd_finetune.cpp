@@ -5,18 +5,22 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/checkpoint.h"
 #include "cli/commands.h"
 #include "cli/jobs.h"
 #include "data/prepare.h"
+#include "data/split.h"
 #include "inspect/drift.h"
 #include "train/evaluate.h"
 #include "train/finetune.h"
+#include "tokenizer/corpus_text.h"
 #include "train/trainer.h"
 #include "util/errors.h"
 #include "util/fs.h"
+#include "util/hash.h"
 #include "util/text.h"
 
 namespace lm::cli {
@@ -24,8 +28,18 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// The original run held its validation lines out of data.train: the forgetting report cuts the same lines
+// again (same file, fraction and seed), and says so if they no longer hash as the checkpoint recorded.
+data::SplitSpec original_held_out(const config::RunConfig& saved, const fs::path& from) {
+  tokenizer::check_corpus_file(saved.data.train, "original training corpus (its held-out lines are the original "
+                               "validation text; or set finetune.original_val)");
+  spdlog::info("finetune: the forgetting report validates on the lines {} held out of {}", from.string(), saved.data.train);
+  return data::SplitSpec{saved.data.train, saved.data.val_fraction, saved.run.seed};
+}
+
 // The checkpoint fixes the architecture and tokenizer: YAML/--set values that say otherwise are errors.
-void adopt_checkpoint(config::RunConfig& cfg, const fs::path& from) {
+// Returns how to cut the original validation text when the checkpoint's run held it out of its training file.
+std::optional<data::SplitSpec> adopt_checkpoint(config::RunConfig& cfg, const fs::path& from) {
   const model::GptConfig arch = checkpoint::read_arch(from);
   const auto saved = config::parse_config(util::read_file(from / "config.yaml", "checkpoint config"),
                                           (from / "config.yaml").string(), {});
@@ -45,17 +59,20 @@ void adopt_checkpoint(config::RunConfig& cfg, const fs::path& from) {
   cfg.tokenizer = saved.tokenizer;
   cfg.finetune.from = from.string();
   if (cfg.finetune.original_val.empty()) cfg.finetune.original_val = saved.data.val;
+  if (cfg.finetune.original_val.empty()) return original_held_out(saved, from);
   if (!fs::is_regular_file(cfg.finetune.original_val)) {  // needed only at the end: say so before training
     throw DataError("[finetune] original_val: expected the original corpus's validation text for the forgetting "
                     "report, got '" + cfg.finetune.original_val + "' (no such file). Hint: set finetune.original_val.");
   }
+  return std::nullopt;
 }
 
 // End-of-run (and periodic) reports against the starting checkpoint.
 class Reporter {
  public:
-  Reporter(const config::RunConfig& cfg, const fs::path& from)
-      : cfg_(cfg), run_dir_(cfg.run.dir), base_(checkpoint::load_checkpoint(from)), tok_(base_.tokenizer_model) {}
+  Reporter(const config::RunConfig& cfg, const fs::path& from, std::optional<data::SplitSpec> original_split)
+      : cfg_(cfg), run_dir_(cfg.run.dir), base_(checkpoint::load_checkpoint(from)), tok_(base_.tokenizer_model),
+        original_split_(std::move(original_split)) {}
 
   void operator()(model::GptImpl& model, int64_t step, bool final) {
     if (counts_.empty()) counts_ = inspect::token_counts((run_dir_ / "train.bin").string(), model.config().vocab_size);
@@ -75,10 +92,8 @@ class Reporter {
  private:
   void forgetting(model::GptImpl& model) {
     // tok_ is the checkpoint's tokenizer, which the run copied: the one its token files use.
-    const fs::path orig_bin = run_dir_ / "original_val.bin";
-    if (!data::token_file_is_current(cfg_.finetune.original_val, tok_, orig_bin)) {
-      data::prepare_corpus(cfg_.finetune.original_val, tok_, orig_bin);
-    }
+    const fs::path orig_text = original_text(), orig_bin = run_dir_ / "original_val.bin";
+    if (!data::token_file_is_current(orig_text, tok_, orig_bin)) data::prepare_corpus(orig_text, tok_, orig_bin);
     data::TokenFile new_val(run_dir_ / "val.bin"), old_val(orig_bin);
     // "before" is measured where and how "after" is: same device, same precision of products
     base_.model->to(model.device());
@@ -88,13 +103,28 @@ class Reporter {
     const double old_before = train::evaluate(*base_.model, old_val, B, 0).loss, old_after = train::evaluate(model, old_val, B, 0).loss;
     std::printf("forgetting report (validation loss, nats/token, whole files)\n");
     std::printf("  %-44s %9s %9s %9s\n", "", "before", "after", "change");
-    std::printf("  %-44s %9.4f %9.4f %+9.4f\n", ("new: " + cfg_.data.val).c_str(), new_before, new_after, new_after - new_before);
-    std::printf("  %-44s %9.4f %9.4f %+9.4f\n", ("original: " + cfg_.finetune.original_val).c_str(), old_before, old_after,
+    const std::string new_name = cfg_.data.val.empty() ? (run_dir_ / "val.txt").string() : cfg_.data.val;
+    std::printf("  %-44s %9.4f %9.4f %+9.4f\n", ("new: " + new_name).c_str(), new_before, new_after, new_after - new_before);
+    std::printf("  %-44s %9.4f %9.4f %+9.4f\n", ("original: " + orig_text.string()).c_str(), old_before, old_after,
                 old_after - old_before);
     std::fflush(stdout);
-    nlohmann::json j = {{"new", {{"val", cfg_.data.val}, {"before", new_before}, {"after", new_after}}},
-                        {"original", {{"val", cfg_.finetune.original_val}, {"before", old_before}, {"after", old_after}}}};
+    nlohmann::json j = {{"new", {{"val", new_name}, {"before", new_before}, {"after", new_after}}},
+                        {"original", {{"val", orig_text.string()}, {"before", old_before}, {"after", old_after}}}};
     util::atomic_write_file(run_dir_ / "forgetting.json", j.dump(2) + "\n");
+  }
+
+  // The original validation text: finetune.original_val, or the lines the original run held out, cut again.
+  fs::path original_text() const {
+    if (!original_split_) return cfg_.finetune.original_val;
+    const data::CorpusSplit split = data::split_corpus(*original_split_);
+    const fs::path out = run_dir_ / "original_val.txt";
+    util::atomic_write_file(out, split.val);
+    if (util::sha256_hex(split.val) != base_.state.data.val_source_sha256) {
+      spdlog::warn("finetune: the lines held out of {} differ from those the checkpoint validated on ({} changed "
+                   "since): the forgetting report uses today's", original_split_->source.string(),
+                   original_split_->source.string());
+    }
+    return out;
   }
 
   config::RunConfig cfg_;
@@ -102,6 +132,7 @@ class Reporter {
   checkpoint::LoadedCheckpoint base_;
   tokenizer::Tokenizer tok_;
   std::vector<int64_t> counts_;
+  std::optional<data::SplitSpec> original_split_;
 };
 
 }  // namespace
@@ -130,7 +161,7 @@ void add_finetune_commands(CLI::App& app, const util::Faults& faults) {
     config::RunConfig cfg = config::load_config(o->config, overrides);
     const fs::path from = checkpoint::resolve_checkpoint(o->from);
     checkpoint::verify_checkpoint(from);
-    adopt_checkpoint(cfg, from);
+    std::optional<data::SplitSpec> original_split = adopt_checkpoint(cfg, from);
     if (cfg.finetune.untie_head && cfg.model.tie_embeddings) {
       cfg.model.tie_embeddings = false;
       spdlog::info("untie_head: head.weight starts as a copy of tok_emb.weight and trains on its own");
@@ -149,7 +180,7 @@ void add_finetune_commands(CLI::App& app, const util::Faults& faults) {
     job.embedding_lr_scale = cfg.finetune.embedding_lr_scale;
     job.unfreeze = train::unfreeze_prefixes(cfg.finetune);
     job.unfreeze_after = cfg.finetune.unfreeze_embeddings_after;
-    auto reporter = std::make_shared<Reporter>(cfg, from);
+    auto reporter = std::make_shared<Reporter>(cfg, from, original_split);
     job.on_report = [reporter](model::GptImpl& m, int64_t step, bool final) { (*reporter)(m, step, final); };
     job.report_every = cfg.finetune.drift_every;
     spdlog::info("fine-tune run dir {}, from {}", cfg.run.dir, from.string());

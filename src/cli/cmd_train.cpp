@@ -9,14 +9,35 @@
 #include "cli/commands.h"
 #include "cli/jobs.h"
 #include "config/config.h"
+#include "data/split.h"
 #include "checkpoint/checkpoint.h"
 #include "dist/group.h"
 #include "train/resume.h"
 #include "train/trainer.h"
+#include "util/errors.h"
 #include "util/fs.h"
 
 namespace lm::cli {
 namespace fs = std::filesystem;
+
+namespace {
+
+// One training file: the run trains on run.dir/train.txt and validates on run.dir/val.txt, both cut from it.
+void set_held_out_split(train::TrainJob& job, const config::RunConfig& cfg) {
+  job.split = data::SplitSpec{cfg.data.train, cfg.data.val_fraction, cfg.run.seed};
+  job.train_text = job.run_dir / "train.txt";
+  job.val_text = job.run_dir / "val.txt";
+  std::error_code ec;
+  for (const auto& part : {job.train_text, job.val_text}) {
+    if (fs::weakly_canonical(cfg.data.train, ec) == fs::weakly_canonical(part, ec)) {
+      throw ConfigError("[data] data.train '" + cfg.data.train + "' is " + part.string() +
+                        ", which a run with data.val empty writes: expected a file outside run.dir. Hint: move it, "
+                        "or set data.val.");
+    }
+  }
+}
+
+}  // namespace
 
 train::TrainJob make_train_job(const config::RunConfig& cfg, const std::string& yaml, bool overwrite,
                                const std::string& resume, dist::Group* group) {
@@ -31,6 +52,7 @@ train::TrainJob make_train_job(const config::RunConfig& cfg, const std::string& 
   job.deterministic = cfg.run.deterministic;
   job.train_text = cfg.data.train;
   job.val_text = cfg.data.val;
+  if (cfg.data.val.empty()) set_held_out_split(job, cfg);
   job.tokenizer = cfg.tokenizer;
   job.model = cfg.model;
   job.train = cfg.train;
@@ -101,7 +123,7 @@ void add_train_commands(CLI::App& app, const util::Faults& faults) {
   };
   auto o = std::make_shared<Opts>();
   auto* train = app.add_subcommand("train", "Train a model: tokenizer and token files are made when missing or stale");
-  train->add_option("-c,--config", o->config, "YAML config (see configs/ and README.md)");
+  train->add_option("-c,--config", o->config, "YAML config (see configs/ and docs/config.md)");
   train->add_option("--set", o->overrides, "override a key: --set section.key=value (repeatable)")->take_all();
   train->add_flag("--dump-config", o->dump, "print the effective config as YAML and exit");
   train->add_option("--resume", o->resume,

@@ -43,7 +43,7 @@ inline CLI::Option* add_device_option(CLI::App* cmd, std::string& target) {
 
 /// The shared `--nproc N` option of `train` and `finetune` (a local launch, cli/run_process.cpp).
 inline CLI::Option* add_nproc_option(CLI::App* cmd, int& target) {
-  return cmd->add_option("--nproc", target, "run as N data-parallel processes on this machine (README \"More than one process\")")
+  return cmd->add_option("--nproc", target, "run as N data-parallel processes on this machine (docs/training.md \"More than one process\")")
       ->check(CLI::Range(1, 1024));
 }
 

@@ -41,10 +41,14 @@ int run_front(int argc, char** argv) {
                      ". Hint: run lmtrain by its path (e.g. build/lmtrain).\n";
     return static_cast<int>(ExitCode::kInternal);
   }
-  const std::string full = (self.parent_path() / kFullExecutable).string();
+  // Beside it in a build tree; PREFIX/lib/lmtrain/ when installed (cmake --install, the .deb).
+  std::filesystem::path full_path = self.parent_path() / kFullExecutable;
+  const auto installed = self.parent_path().parent_path() / "lib" / "lmtrain" / kFullExecutable;
+  if (!std::filesystem::exists(full_path, ec) && std::filesystem::exists(installed, ec)) full_path = installed;
+  const std::string full = full_path.string();
   execv(full.c_str(), argv);  // returns only on failure
   std::cerr << "error: [internal] cannot start " + full + ": " + std::strerror(errno) +
-                   ". Hint: it is built beside lmtrain (cmake --build build --target lmtrain).\n";
+                   ". Hint: it is built beside lmtrain (cmake --build build --target lmtrain) and installed in PREFIX/lib/lmtrain.\n";
   return static_cast<int>(ExitCode::kInternal);
 }
 

@@ -129,7 +129,10 @@ void validate(const RunConfig& c, std::vector<std::string>& errs) {
     if (p.rfind("model.vocab_size", 0) != 0) errs.push_back(p);
   }
   if (c.data.train.empty()) errs.push_back("data.train: expected a path to a training text file, got nothing");
-  if (c.data.val.empty()) errs.push_back("data.val: expected a path to a validation text file, got nothing");
+  if (c.data.val.empty() && c.data.val_fraction <= 0.0) {
+    errs.push_back("data.val_fraction: expected > 0 when data.val is empty (a run needs validation text), got " +
+                   show(c.data.val_fraction));
+  }
   if (c.run.dir.empty()) errs.push_back("run.dir: expected a directory path, got nothing");
   try {
     util::check_device_spec(c.run.device);
@@ -185,8 +188,13 @@ RunConfig parse_config(const std::string& yaml_text, const std::string& origin, 
 
 RunConfig load_config(const std::filesystem::path& yaml_path, const std::vector<std::string>& overrides) {
   if (yaml_path.empty()) return build(nullptr, "", overrides);
-  if (!std::filesystem::is_regular_file(yaml_path)) {
-    throw ConfigError("[config] config file missing: expected a YAML file, got '" + yaml_path.string() + "'");
+  if (const auto p = util::read_problem(yaml_path); p && !p->hint.empty()) {
+    throw ConfigError("[config] config file '" + yaml_path.string() + "' " + p->what + ". " + p->hint);
+  }
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(yaml_path, ec)) {
+    throw ConfigError("[config] config file missing: expected a YAML file, got '" + yaml_path.string() + "'" +
+                      (std::filesystem::is_directory(yaml_path, ec) ? " (a directory)" : ""));
   }
   return parse_config(util::read_file(yaml_path, "config"), yaml_path.string(), overrides);
 }

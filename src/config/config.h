@@ -36,7 +36,8 @@ struct RunSection {
 /// YAML section `data`. Paths are relative to the current working directory.
 struct DataSection {
   std::string train;  ///< training text (UTF-8, one line = one unit, e.g. a verse)
-  std::string val;    ///< validation text
+  std::string val;    ///< validation text; empty = hold out `val_fraction` of train's lines (data/split.h)
+  double val_fraction = 0.05;  ///< share of train's lines held out when `val` is empty; in (0, 0.5]
 };
 
 struct RunConfig {

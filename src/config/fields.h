@@ -23,7 +23,7 @@ struct Field {
   std::function<void(const RunConfig&, YAML::Emitter&)> emit;
 };
 
-/// Every key, in documentation order (the order of --list-keys, dump_config and README's table).
+/// Every key, in documentation order (the order of --list-keys, dump_config and docs/config.md's table).
 const std::vector<Field>& fields();
 
 /// The row of "section.key", or nullptr.

@@ -1,5 +1,5 @@
 // The decoder-only model: token table -> (x scale) -> + positions -> blocks -> ln_f -> logits through the
-// token table (tied) or a separate head (untied). Parameter names are checkpoint keys (README.md).
+// token table (tied) or a separate head (untied). Parameter names are checkpoint keys (docs/formats.md "Weight names (`model.safetensors`)").
 #pragma once
 
 #include <torch/torch.h>

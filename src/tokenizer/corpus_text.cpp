@@ -14,7 +14,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const char* kHint = " Hint: run scripts/get_corpus.sh or fix the path.";
+const char* kHint = "Hint: run scripts/get_corpus.sh or fix the path.";
 
 // Bytes of the sequence a lead byte starts (1 for ASCII), or 0 for a byte no valid sequence starts with.
 size_t lead_length(unsigned char c) {
@@ -63,15 +63,15 @@ void check_corpus_file(const fs::path& path, std::string_view role) {
                            (path.is_relative() && !ec ? " (resolved against the working directory: " + resolved.string() + ")" : "");
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {
-    throw DataError(head + " is missing: expected a text file (" + std::strerror(errno) + ")." + kHint);
+    const auto p = util::read_problem(path);  // missing, or shut off by a directory above it
+    if (p && !p->hint.empty()) throw DataError(head + " " + p->what + ". " + p->hint);
+    throw DataError(head + " " + (p ? p->what : std::string("is missing")) + ": expected a text file. " + kHint);
   }
-  if (S_ISDIR(st.st_mode)) throw DataError(head + " is a directory: expected a text file." + kHint);
+  if (S_ISDIR(st.st_mode)) throw DataError(head + " is a directory: expected a text file. " + kHint);
   if (!S_ISREG(st.st_mode)) {
-    throw DataError(head + " is not a regular file (a FIFO, socket or device): expected a text file." + kHint);
+    throw DataError(head + " is not a regular file (a FIFO, socket or device): expected a text file. " + kHint);
   }
-  if (::access(path.c_str(), R_OK) != 0) {
-    throw DataError(head + " is not readable: expected read permission (" + std::strerror(errno) + ").");
-  }
+  if (const auto p = util::read_problem(path)) throw DataError(head + " " + p->what + ". " + p->hint);
 }
 
 void check_corpus_text(std::string_view text, const fs::path& path) {
@@ -103,7 +103,7 @@ void check_corpus_text(std::string_view text, const fs::path& path) {
   if (!any_text) {
     throw DataError("[corpus] '" + path.string() + "' holds no text: expected at least one non-blank line, got " +
                     (text.empty() ? std::string("an empty file") : std::to_string(text.size()) + " bytes of whitespace") +
-                    "." + kHint);
+                    ". " + kHint);
   }
 }
 

@@ -1,7 +1,7 @@
 // Reading a training or validation corpus: the one place that decides what counts as text. A corpus must
 // be a readable regular file of valid UTF-8 without NUL bytes, with at least one non-blank line and no
 // line over kMaxLineBytes. Anything else is refused (exit 3) with the file, line and column of the first
-// problem, before SentencePiece or the encoder sees it (README "Choices worth knowing").
+// problem, before SentencePiece or the encoder sees it (docs/errors.md "What counts as a corpus").
 #pragma once
 
 #include <cstddef>
@@ -11,7 +11,7 @@
 
 namespace lm::tokenizer {
 
-/// Longest line accepted: lines are the units of training (README "Choices worth knowing"), and a longer one
+/// Longest line accepted: lines are the units of training (docs/errors.md "What counts as a corpus"), and a longer one
 /// is almost always a file without line breaks.
 inline constexpr size_t kMaxLineBytes = size_t{1} << 20;
 

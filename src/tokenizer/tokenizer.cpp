@@ -161,7 +161,11 @@ struct Tokenizer::Handle {
 };
 
 Tokenizer::Tokenizer(const fs::path& model_path) : h_(std::make_unique<Handle>()) {
-  if (!fs::is_regular_file(model_path)) {
+  if (const auto p = util::read_problem(model_path); p && !p->hint.empty()) {
+    throw DataError("[tokenizer] model file '" + model_path.string() + "' " + p->what + ". " + p->hint);
+  }
+  std::error_code ec;
+  if (!fs::is_regular_file(model_path, ec)) {
     throw DataError("[tokenizer] model file missing: expected a SentencePiece .model, got '" +
                     model_path.string() + "'. Hint: run `lmtrain tokenizer train` first.");
   }

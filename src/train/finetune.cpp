@@ -31,7 +31,7 @@ std::vector<std::string> apply_freeze(model::GptImpl& m, const std::vector<std::
     }
     if (!matched) {
       throw ConfigError("[finetune] freeze: expected a prefix of some parameter name, got '" + prefix +
-                        "'. Hint: names are listed in README.md (e.g. tok_emb., pos_emb., blocks.0.).");
+                        "'. Hint: names are listed in docs/formats.md (e.g. tok_emb., pos_emb., blocks.0.).");
     }
   }
   return frozen;

@@ -2,7 +2,7 @@
 // description: SGD momentum with a Nesterov look-ahead, then each 2-D update is replaced by an approximation
 // of its nearest semi-orthogonal matrix (U V^T of its SVD) by a few quintic Newton-Schulz iterations, and
 // scaled by sqrt(max(1, rows / cols)). lmtrain steps the transformer blocks' 2-D weight matrices with it and
-// everything else with AdamW (train/optimizer.h; README "Optimizers").
+// everything else with AdamW (train/optimizer.h; docs/training.md "Optimizers").
 #pragma once
 
 #include <torch/torch.h>

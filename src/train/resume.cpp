@@ -90,7 +90,7 @@ fs::path select_resume_checkpoint(const fs::path& run_dir, const std::string& sp
 
 namespace {
 
-void preflight_resume(const TrainJob& job, const fs::path& ckpt) {
+void preflight_resume(const TrainJob& job, const fs::path& ckpt, const data::CorpusSplit* split) {
   const model::GptConfig a = checkpoint::read_arch(ckpt);
   const model::GptConfig& b = job.model;
   std::vector<std::string> p;
@@ -109,8 +109,12 @@ void preflight_resume(const TrainJob& job, const fs::path& ckpt) {
   // continue the same run.
   compare(p, "processes (WORLD_SIZE)", s(st.world_size), s(job.group ? job.group->size() : 1));
   auto text_hash = [](const fs::path& f) { return fs::is_regular_file(f) ? util::sha256_file(f) : std::string("(missing)"); };
-  compare(p, "data.train (sha256)", short_hash(st.data.train_source_sha256), short_hash(text_hash(job.train_text)));
-  compare(p, "data.val (sha256)", short_hash(st.data.val_source_sha256), short_hash(text_hash(job.val_text)));
+  const std::string train = split ? util::sha256_hex(split->train) : text_hash(job.train_text);
+  const std::string val = split ? util::sha256_hex(split->val) : text_hash(job.val_text);
+  compare(p, split ? "data.train (sha256 of its training lines)" : "data.train (sha256)",
+          short_hash(st.data.train_source_sha256), short_hash(train));
+  compare(p, split ? "data.train (sha256 of its held-out lines)" : "data.val (sha256)",
+          short_hash(st.data.val_source_sha256), short_hash(val));
   if (!p.empty()) refuse(ckpt, p);
 }
 
@@ -132,11 +136,11 @@ void clear_earlier_run(const TrainJob& job) {
 
 }  // namespace
 
-void check_run_start(const TrainJob& job) {
+void check_run_start(const TrainJob& job, const data::CorpusSplit* split) {
   if (job.resume_from.empty()) {
     clear_earlier_run(job);
   } else {
-    preflight_resume(job, job.resume_from);
+    preflight_resume(job, job.resume_from, split);
   }
 }
 

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "checkpoint/checkpoint.h"
+#include "data/split.h"
 #include "train/train_job.h"
 
 namespace lm::train {
@@ -22,8 +23,10 @@ std::filesystem::path select_resume_checkpoint(const std::filesystem::path& run_
 /// Before anything is loaded. Resuming (job.resume_from set): compares the checkpoint's arch.json and
 /// recorded data with the job; throws CheckpointError listing every mismatch as "key: checkpoint X vs
 /// config Y". Starting fresh in a run_dir that holds checkpoints: throws ConfigError, or with
-/// job.overwrite deletes them (and `best`, `latest`) with a warning.
-void check_run_start(const TrainJob& job);
+/// job.overwrite deletes them (and `best`, `latest`) with a warning. `split` (when job.split is set) holds the
+/// texts the run will write as job.train_text and job.val_text: a resume compares their hashes, not those of
+/// the files an earlier start left there.
+void check_run_start(const TrainJob& job, const data::CorpusSplit* split = nullptr);
 
 /// After the run's tokenizer and token files are ready: they must be the ones the checkpoint used.
 void check_data_identity(const checkpoint::DataIdentity& saved, const checkpoint::DataIdentity& now);

@@ -5,10 +5,12 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "checkpoint/checkpoint_config.h"
+#include "data/split.h"
 #include "model/gpt_config.h"
 #include "tokenizer/tokenizer_config.h"
 #include "train/train_config.h"
@@ -34,6 +36,9 @@ struct TrainJob {
   util::Kernels kernels = util::Kernels::kFused;  ///< run.kernels
   bool deterministic = false;
   std::filesystem::path train_text, val_text;
+  /// Set when the config names no validation file: the run holds out lines of this source and writes the two
+  /// parts as train_text and val_text (run_dir/train.txt, run_dir/val.txt) before preparing token files.
+  std::optional<data::SplitSpec> split;
   tokenizer::TokenizerConfig tokenizer;
   model::GptConfig model;  ///< vocab_size is overwritten with the tokenizer's
   TrainConfig train;

@@ -11,6 +11,7 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/rng_state.h"
 #include "data/batcher.h"
+#include "data/split.h"
 #include "model/gpt.h"
 #include "model/kernels.h"
 #include "train/data_parallel.h"
@@ -324,7 +325,15 @@ TrainResult run_training(const TrainJob& job) {
   // Rank 0 checks the start, makes the tokenizer and token files and writes config.yaml; the other ranks
   // wait for it (as long as it takes) and then open the same files.
   auto prepare = [&] {
-    check_run_start(job);  // before any tensor is loaded or file written
+    // One training file: its held-out split, made in memory first so that a resume can compare it.
+    const std::optional<data::CorpusSplit> split =
+        job.split ? std::optional<data::CorpusSplit>(data::split_corpus(*job.split)) : std::nullopt;
+    check_run_start(job, split ? &*split : nullptr);  // before any tensor is loaded or file written
+    if (split) {
+      fs::create_directories(job.run_dir);
+      data::write_split(*split, job.train_text, job.val_text);
+      spdlog::info("data: {} -> {}", data::describe_split(*split, job.split->source), job.val_text.string());
+    }
     prepare_run_data(job);
     util::atomic_write_file(job.run_dir / "config.yaml", job.config_yaml);
     return std::string();

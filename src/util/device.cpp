@@ -45,7 +45,7 @@ c10::Device resolve_device(const std::string& spec) {
 #else
                       std::string("this lmtrain was built against a CPU-only LibTorch") +
 #endif
-                      "). Hint: --set run.device=cpu, or build against a CUDA LibTorch (README).");
+                      "). Hint: --set run.device=cpu, or build against a CUDA LibTorch (docs/install.md).");
   }
   const int index = spec == "cuda" ? 0 : std::stoi(spec.substr(5));
   const int count = static_cast<int>(torch::cuda::device_count());

@@ -8,7 +8,7 @@
 
 namespace lm {
 
-/// Process exit codes, one per failure kind. Documented in README.md.
+/// Process exit codes, one per failure kind. Documented in docs/errors.md "Exit codes".
 enum class ExitCode : int {
   kOk = 0,
   kInternal = 1,

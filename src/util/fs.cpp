@@ -1,6 +1,7 @@
 #include "util/fs.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -13,11 +14,29 @@
 
 namespace lm::util {
 
+std::optional<ReadProblem> read_problem(const fs::path& path) {
+  struct stat st {};
+  const bool found = ::stat(path.c_str(), &st) == 0;
+  const int mode = found && S_ISDIR(st.st_mode) ? R_OK | X_OK : R_OK;
+  if (found && ::access(path.c_str(), mode) == 0) return std::nullopt;
+  const int err = errno;
+  if (err == EACCES) {
+    return ReadProblem{found ? "cannot be read: permission denied"
+                             : "cannot be read: permission denied (a directory above it may not be searched)",
+                       "Hint: check the permissions of the file and of every directory above it (`ls -ld` each), or "
+                       "run as a user who may read them."};
+  }
+  if (err == ENOENT || err == ENOTDIR) return ReadProblem{std::string("is missing (") + std::strerror(err) + ")", ""};
+  return ReadProblem{std::string("cannot be read (") + std::strerror(err) + ")", ""};
+}
+
 std::string read_file(const fs::path& path, std::string_view what) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    throw DataError("[io] cannot open " + std::string(what) + ": expected a readable file, got '" +
-                    path.string() + "' (" + std::strerror(errno) + "). Hint: check the path.");
+    const auto p = read_problem(path);
+    const std::string why = p ? p->what : std::string("cannot be opened (") + std::strerror(errno) + ")";
+    throw DataError("[io] " + std::string(what) + " '" + path.string() + "' " + why + ": expected a readable file. " +
+                    (p && !p->hint.empty() ? p->hint : "Hint: check the path."));
   }
   std::ostringstream ss;
   ss << in.rdbuf();

@@ -3,12 +3,24 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 
 namespace lm::util {
 
 namespace fs = std::filesystem;
+
+/// Why `path` cannot be read, in the words that follow its name in a message.
+struct ReadProblem {
+  std::string what;  ///< "is missing (No such file or directory)", "cannot be read: permission denied", ...
+  std::string hint;  ///< for a denied path, what to check ("Hint: ..."); empty otherwise
+};
+
+/// Nothing when `path` exists and may be read (a directory: listed and entered); else why not. Tells a missing
+/// path from one that exists but is shut off: no read permission on it, or no search permission on a
+/// directory above it (both are EACCES, which stat and open report as such).
+std::optional<ReadProblem> read_problem(const fs::path& path);
 
 /// Reads a whole file. Throws DataError naming `what` (e.g. "corpus") when it is missing or unreadable.
 std::string read_file(const fs::path& path, std::string_view what = "file");

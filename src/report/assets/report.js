@@ -229,6 +229,10 @@
     sec.append(h('h3', { text: 'Data' }));
     sec.append(table(['split', 'text file', '#bytes', '#tokens'], [['train', d.train.path, d.train.bytes, d.train_tokens],
       ['validation', d.val.path, d.val.bytes, d.val_tokens]], { id: 'data-table' }));
+    if (d.held_out_of) {
+      sec.append(h('p', { cls: 'note', text: `Both files were cut from ${d.held_out_of}: ${(100 * d.val_fraction).toFixed(1)}% ` +
+        'of its lines held out for validation, in contiguous blocks placed by run.seed (data.val_fraction).' }));
+    }
     sec.append(h('details', null, h('summary', { text: 'Effective config (config.yaml of the checkpoint)' }), h('pre', { text: S.config_yaml })));
   }
 
