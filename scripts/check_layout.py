@@ -133,7 +133,7 @@ def check_lengths(src, files, problems):
                     start, pending = pending, None
 
 
-CITATION = re.compile(r'(?:(docs/)?([A-Z][A-Za-z_]*\.md)|(README)(?:\.md)?)\s+"([^"]+)"')
+CITATION = re.compile(r'(?:(docs/)?([A-Za-z_]+\.md)|(README)(?:\.md)?)\s+"([^"]+)"')
 LINK = re.compile(r'\[[^\]]*\]\(([^)\s]+)\)')
 
 

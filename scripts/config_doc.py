@@ -25,8 +25,7 @@ def table(lmtrain: str) -> str:
     rows = ["| key | default | meaning |", "|---|---|---|"]
     for line in out.splitlines():
         key, default, meaning = line.split("\t", 2)
-        shown = f"`{default}`" if default else '`""`'
-        rows.append(f"| `{key}` | {cell(shown)} | {cell(meaning)} |")
+        rows.append(f"| `{key}` | {cell(f'`{default}`')} | {cell(meaning)} |")
     return "\n".join(rows) + "\n"
 
 

@@ -19,7 +19,7 @@ inline constexpr const char* kCorpusFifo = R"(\[corpus\] training corpus '[^']*'
 inline constexpr const char* kCorpusUnreadable = R"(\[corpus\] training corpus '[^']*' cannot be read: permission denied\. Hint: check the permissions)";
 inline constexpr const char* kCorpusDirShut = R"(\[corpus\] training corpus '[^']*' cannot be read: permission denied \(a directory above it may not be searched\)\. Hint: check the permissions)";
 inline constexpr const char* kCorpusMissing = R"(\[corpus\] training corpus '[^']*' is missing \(No such file or directory\): expected a text file)";
-inline constexpr const char* kVocabTooLarge = R"(\[tokenizer\] SentencePiece training failed for vocab_size=100000: .*Vocabulary size too high)";
+inline constexpr const char* kVocabTooLarge = R"(\[tokenizer\] SentencePiece training failed for vocab_size=100000: .*Vocabulary size too high.*Hint: set --vocab-size to at most \d+, the largest '[^']*' supports)";
 inline constexpr const char* kVocabBelowChars = R"(\[tokenizer\] SentencePiece training failed for vocab_size=8: .*Hint: raise --vocab-size or lower --character-coverage)";
 inline constexpr const char* kTokenizerModelBad = R"(\[tokenizer\] cannot load '[^']*': )";
 inline constexpr const char* kTokenizerModelEmpty = R"(\[tokenizer\] cannot load '[^']*': )";

@@ -76,6 +76,29 @@ TEST(Tokenizer, TooLargeVocabFailsClearlyAndLeavesNoFile) {
   EXPECT_TRUE(fs::is_empty(dir.path())) << "temporary SentencePiece files were left behind";
 }
 
+// The hint of a vocabulary too large names the largest size the text supports, and that size trains.
+TEST(Tokenizer, TooLargeVocabNamesTheLargestThatFits) {
+  for (const char* type : {"bpe", "unigram"}) {
+    ScratchDir dir(std::string("largest-") + type);
+    tokenizer::TokenizerConfig cfg;
+    cfg.vocab_size = 5000;
+    cfg.model_type = tokenizer::parse_model_type(type);
+    std::string why;
+    try {
+      tokenizer::train_tokenizer(data_file("tiny_en.txt"), dir / "t.model", cfg, 1);
+    } catch (const DataError& e) {
+      why = e.what();
+    }
+    const std::string says = "Hint: set tokenizer.vocab_size to at most ";
+    const auto at = why.find(says);
+    ASSERT_NE(at, std::string::npos) << type << ": " << why;
+    cfg.vocab_size = std::stoi(why.substr(at + says.size()));
+    EXPECT_LT(cfg.vocab_size, 5000) << why;
+    tokenizer::train_tokenizer(data_file("tiny_en.txt"), dir / "t.model", cfg, 1);
+    EXPECT_EQ(tokenizer::Tokenizer(dir / "t.model").vocab_size(), cfg.vocab_size) << type;
+  }
+}
+
 TEST(Tokenizer, MissingModelIsADataError) {
   EXPECT_THROW(tokenizer::Tokenizer("/nonexistent/x.model"), DataError);
 }

@@ -90,6 +90,28 @@ fs::path bridge_library_path() {
   return (ec ? fs::path(".") : exe.parent_path()) / "liblmtrain_spbridge.so";
 }
 
+namespace {
+
+// What to do about a failed SentencePiece training, from its message. A vocabulary too large for the text is
+// reported by SentencePiece as "Vocabulary size too high (N). Please set it to a value <= M": M, the pieces
+// this text yields, is the largest size it accepts, and the hint says so.
+std::string training_hint(const std::string& why, const fs::path& corpus) {
+  if (why.find("smaller than required") != std::string::npos) {
+    return "Hint: raise tokenizer.vocab_size or lower tokenizer.character_coverage.";
+  }
+  const auto at = why.find("<= ");
+  if (why.find("too high") != std::string::npos && at != std::string::npos) {
+    const std::string most = why.substr(at + 3, why.find_first_not_of("0123456789", at + 3) - at - 3);
+    if (!most.empty()) {
+      return "Hint: set tokenizer.vocab_size to at most " + most + ", the largest '" + corpus.string() +
+             "' supports, or train on more text.";
+    }
+  }
+  return "Hint: lower tokenizer.vocab_size or use a larger corpus.";
+}
+
+}  // namespace
+
 void train_tokenizer(const fs::path& corpus, const fs::path& model_path, const TokenizerConfig& cfg,
                      int threads) {
   read_corpus(corpus, "training corpus");  // refuses what SentencePiece would misread or report obscurely
@@ -122,11 +144,8 @@ void train_tokenizer(const fs::path& corpus, const fs::path& model_path, const T
     fs::remove(tmp_model, ec);
     std::string why = take_error(err);
     while (!why.empty() && (why.back() == '.' || why.back() == '\n')) why.pop_back();
-    throw DataError("[tokenizer] SentencePiece training failed for vocab_size=" +
-                    std::to_string(cfg.vocab_size) + ": " + why +
-                    (why.find("smaller than required") != std::string::npos
-                         ? ". Hint: raise tokenizer.vocab_size or lower tokenizer.character_coverage."
-                         : ". Hint: lower tokenizer.vocab_size or use a larger corpus."));
+    throw DataError("[tokenizer] SentencePiece training failed for vocab_size=" + std::to_string(cfg.vocab_size) +
+                    ": " + why + ". " + training_hint(why, corpus));
   }
   fs::rename(tmp_model, model_path, ec);
   if (ec) throw SaveError("[tokenizer] cannot move the trained model to '" + model_path.string() + "'");
