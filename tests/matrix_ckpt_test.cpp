@@ -125,6 +125,18 @@ std::vector<Case> checkpoint_cases() {
     EXPECT_EQ(slurp(ctx / "tokenizer.model"), slurp(Ctx::base_run() / "tokenizer.model"));
   };
   out.push_back(spm);
+  Case shut{"ckpt_dir_shut", "a run directory its user may not read (mode 0300; root's override dropped) as --checkpoint",
+            expect::kCkptShut, 4, "the run is unchanged", nullptr, nullptr};
+  shut.act = [](Ctx& ctx) {
+    const fs::path run = ctx.copy_run();
+    fs::permissions(run, fs::perms::owner_write | fs::perms::owner_exec);
+    return run_command(as_unprivileged() + LMTRAIN_BINARY + " sample --prompt the --checkpoint " + run.string());
+  };
+  shut.check = [](Ctx& ctx, const RunResult&) {
+    fs::permissions(ctx / "run", fs::perms::owner_all);
+    EXPECT_EQ(slurp(ctx / "run" / "latest"), slurp(Ctx::base_run() / "latest"));
+  };
+  out.push_back(shut);
   Case arch{"ckpt_other_architecture", "`train --resume PATH` of a d_model 32 checkpoint with a d_model 48 config",
             expect::kCkptOtherArch, 4, "no step of training runs; the checkpoint still verifies", nullptr, nullptr};
   arch.act = [](Ctx& ctx) {

@@ -191,7 +191,7 @@ std::vector<Case> corpus_cases() {
 
 std::vector<Case> config_cases() {
   const std::string train = "train: {batch_size: 4, max_steps: 4, warmup_steps: 1}\n";
-  return {
+  std::vector<Case> out = {
       config_case("config_unknown_key", "unknown key train.batchsize", kGoodYaml + "train: {batchsize: 4}\n",
                   expect::kUnknownKey),
       config_case("config_unknown_section", "unknown section 'trian'", kGoodYaml + "trian: {lr: 0.1}\n",
@@ -231,6 +231,19 @@ std::vector<Case> config_cases() {
         return c;
       }(),
   };
+  Case shut{"config_dir_shut", "a config file inside a directory its user may not search (mode 0600; root's override "
+            "dropped)", expect::kConfigShut, 2, "no run directory is created", nullptr, nullptr};
+  shut.act = [](Ctx& ctx) {
+    const fs::path cfg = ctx.write("shut/c.yaml", "run: {dir: " + (ctx / "run").string() + "}\n");
+    fs::permissions(ctx / "shut", fs::perms::owner_read | fs::perms::owner_write);
+    return run_command(as_unprivileged() + LMTRAIN_BINARY + " train -c " + cfg.string());
+  };
+  shut.check = [](Ctx& ctx, const RunResult&) {
+    fs::permissions(ctx / "shut", fs::perms::owner_all);
+    EXPECT_FALSE(fs::exists(ctx / "run"));
+  };
+  out.push_back(shut);
+  return out;
 }
 
 std::vector<Case> token_file_cases() {

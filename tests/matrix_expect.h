@@ -17,6 +17,8 @@ inline constexpr const char* kCorpusLongLine = R"(\[corpus\] \S+:2:1: line longe
 inline constexpr const char* kCorpusDirectory = R"(\[corpus\] training corpus '[^']*' is a directory: expected a text file)";
 inline constexpr const char* kCorpusFifo = R"(\[corpus\] training corpus '[^']*' is not a regular file \(a FIFO, socket or device\))";
 inline constexpr const char* kCorpusUnreadable = R"(\[corpus\] training corpus '[^']*' cannot be read: permission denied\. Hint: check the permissions)";
+inline constexpr const char* kConfigShut = R"(\[config\] config file '[^']*' cannot be read: permission denied \(a directory above it may not be searched\)\. Hint: check the permissions)";
+inline constexpr const char* kCkptShut = R"(\[checkpoint\] '[^']*' cannot be read: permission denied\. Hint: check the permissions)";
 inline constexpr const char* kCorpusDirShut = R"(\[corpus\] training corpus '[^']*' cannot be read: permission denied \(a directory above it may not be searched\)\. Hint: check the permissions)";
 inline constexpr const char* kCorpusMissing = R"(\[corpus\] training corpus '[^']*' is missing \(No such file or directory\): expected a text file)";
 inline constexpr const char* kVocabTooLarge = R"(\[tokenizer\] SentencePiece training failed for vocab_size=100000: .*Vocabulary size too high.*Hint: set --vocab-size to at most \d+, the largest '[^']*' supports)";
@@ -36,7 +38,7 @@ inline constexpr const char* kYamlQuote = R"(\[config\] \S+ is not valid YAML: y
 inline constexpr const char* kYamlIndent = R"(\[config\] \S+ is not valid YAML: yaml-cpp: error at line 3)";
 inline constexpr const char* kYamlDeep = R"(\[config\] \S+ is nested too deeply: expected a map of sections with flat keys, got \d+ levels)";
 inline constexpr const char* kConfigEmpty = R"(data.train: expected a path to a training text file, got nothing)";
-inline constexpr const char* kConfigDirectory = R"(\[config\] config file missing: expected a YAML file, got '[^']*')";
+inline constexpr const char* kConfigDirectory = R"(\[config\] config file '[^']*' is a directory: expected a YAML file)";
 inline constexpr const char* kConfigNotMap = R"(expected a map of sections)";
 inline constexpr const char* kDuplicateKey = R"(duplicate key 'train.lr' \([^)]*:5:\d+\): expected each key once, first at line 5)";
 inline constexpr const char* kDuplicateSection = R"(duplicate key 'train' \([^)]*:6:1\): expected each key once, first at line 5)";

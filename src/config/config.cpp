@@ -192,9 +192,11 @@ RunConfig load_config(const std::filesystem::path& yaml_path, const std::vector<
     throw ConfigError("[config] config file '" + yaml_path.string() + "' " + p->what + ". " + p->hint);
   }
   std::error_code ec;
+  if (std::filesystem::is_directory(yaml_path, ec)) {
+    throw ConfigError("[config] config file '" + yaml_path.string() + "' is a directory: expected a YAML file");
+  }
   if (!std::filesystem::is_regular_file(yaml_path, ec)) {
-    throw ConfigError("[config] config file missing: expected a YAML file, got '" + yaml_path.string() + "'" +
-                      (std::filesystem::is_directory(yaml_path, ec) ? " (a directory)" : ""));
+    throw ConfigError("[config] config file missing: expected a YAML file, got '" + yaml_path.string() + "'");
   }
   return parse_config(util::read_file(yaml_path, "config"), yaml_path.string(), overrides);
 }
