@@ -138,7 +138,7 @@ std::string rank_env(int rank, int port, const std::string& more = "") {
 
 TEST(DistRun, KilledRankEndsTheOtherWithExit7) {
   ScratchDir dir("dist-kill");
-  const int port = 20000 + ::getpid() % 20000;
+  const int port = dist::free_port();
   const std::string args = train_args(dir, "run", 4, "--set train.max_steps=400 --set dist.timeout_s=5");
   const pid_t r0 = spawn_lmtrain(args, dir / "r0.log", rank_env(0, port));
   const pid_t r1 = spawn_lmtrain(args, dir / "r1.log", rank_env(1, port));
@@ -153,7 +153,7 @@ TEST(DistRun, KilledRankEndsTheOtherWithExit7) {
 
 TEST(DistRun, RankThatNeverJoinsIsNamed) {
   ScratchDir dir("dist-join");
-  const int port = 20000 + (::getpid() + 7) % 20000;
+  const int port = dist::free_port();
   auto r = run_command("env RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " " +
                        LMTRAIN_BINARY + " " + train_args(dir, "run", 4, "--set dist.timeout_s=2"));
   EXPECT_EQ(r.exit_code, 7) << r.output;
@@ -181,7 +181,7 @@ TEST(DistRun, TorchrunNoPythonLaunch) {
   ASSERT_EQ(ours.exit_code, 0) << ours.output;
   // --redirects 1 --tee 1: torch 1.13's torchrun crashes with its defaults under Python 3.11 (docs/training.md).
   auto r = run_command("torchrun --redirects 1 --tee 1 --no_python --nproc_per_node 2 --master_port " +
-                       std::to_string(20000 + (::getpid() + 13) % 20000) + " " + LMTRAIN_BINARY + " " +
+                       std::to_string(dist::free_port()) + " " + LMTRAIN_BINARY + " " +
                        train_args(dir, "torchrun", 4));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(losses(dir / "torchrun"), losses(dir / "ours"));

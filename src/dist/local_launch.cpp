@@ -25,21 +25,6 @@ namespace {
 volatile std::sig_atomic_t g_signal = 0;
 extern "C" void remember_signal(int sig) { g_signal = sig; }
 
-// A TCP port on the loopback interface that is free now (the kernel's pick for port 0).
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    if (fd >= 0) ::close(fd);
-    throw DistributedError(std::string("[launch] no free loopback port: ") + std::strerror(errno));
-  }
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
 
 // The environment of rank `rank`: ours without any launch variable, plus the group's.
 std::vector<std::string> worker_env(int rank, int nproc, int port) {
@@ -83,6 +68,21 @@ pid_t start_worker(const std::string& exe, std::vector<std::string> argv, std::v
 }
 
 }  // namespace
+
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    if (fd >= 0) ::close(fd);
+    throw DistributedError(std::string("[launch] no free loopback port: ") + std::strerror(errno));
+  }
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
 
 int combined_exit_code(const std::vector<RankExit>& ranks) {
   bool same = true;

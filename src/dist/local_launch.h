@@ -20,6 +20,10 @@ struct RankExit {
 /// code other than 7 in rank order (the cause, e.g. a data error on rank 0), else 7 (a rank was lost).
 int combined_exit_code(const std::vector<RankExit>& ranks);
 
+/// A TCP port on the loopback interface that is free now: the kernel's pick for a socket bound to port 0
+/// (MASTER_PORT of a local group; the tests' rendezvous ports). Throws DistributedError when none is.
+int free_port();
+
 /// `args` without the `--nproc N` / `--nproc=N` option (the workers' command line).
 std::vector<std::string> without_nproc(const std::vector<std::string>& args);
 
