@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <nlohmann/json.hpp>
+#include <type_traits>
 
 #include "model/gpt.h"
 #include "test_util.h"
@@ -148,6 +150,47 @@ TEST(Model, ResidualProjectionsUseScaledInit) {
     } else if (name == "ln_f.weight") {
       EXPECT_TRUE(torch::equal(p, torch::ones_like(p)));
     }
+  }
+}
+
+}  // namespace lm::test
+
+namespace lm::test {
+
+// GptConfig's fields are listed once (model/gpt_config.h visit_fields): changing any one of them changes the
+// JSON written to arch.json, breaks equality, and is the one difference the resume check sees; JSON reads it
+// back. A member missing from the list fails the static_assert in gpt_config.cpp.
+TEST(GptConfig, EveryListedFieldReachesJsonEqualityAndTheResumeCheck) {
+  const model::GptConfig base;
+  size_t n = 0;
+  visit_fields(base, [&](const char*, const auto&) { ++n; });
+  EXPECT_EQ(n, model::field_texts(base).size());
+  for (size_t i = 0; i < n; ++i) {
+    model::GptConfig other = base;
+    size_t at = 0;
+    std::string key;
+    visit_fields(other, [&](const char* k, auto& v) {
+      if (at++ != i) return;
+      key = k;
+      using T = std::decay_t<decltype(v)>;
+      if constexpr (std::is_same_v<T, bool>) {
+        v = !v;
+      } else if constexpr (std::is_same_v<T, int64_t>) {
+        v += 2;
+      } else {
+        v = v == T{} ? static_cast<T>(1) : T{};
+      }
+    });
+    EXPECT_FALSE(other == base) << key;
+    nlohmann::json a = base, b = other;
+    EXPECT_NE(a.at(key), b.at(key)) << key;
+    EXPECT_EQ(a.size(), n) << "every field in arch.json";
+    EXPECT_TRUE(b.get<model::GptConfig>() == other) << key << " reads back";
+    const auto was = model::field_texts(base), is = model::field_texts(other);
+    size_t differing = 0;
+    for (size_t f = 0; f < n; ++f) differing += was[f] != is[f] ? 1 : 0;
+    EXPECT_EQ(differing, 1u) << key;
+    EXPECT_NE(was[i].second, is[i].second) << key;
   }
 }
 

@@ -43,30 +43,40 @@ std::vector<std::string> GptConfig::problems() const {
   return out;
 }
 
-bool GptConfig::operator==(const GptConfig& o) const {
-  return vocab_size == o.vocab_size && d_model == o.d_model && n_layers == o.n_layers &&
-         n_heads == o.n_heads && max_seq_len == o.max_seq_len && mlp_ratio == o.mlp_ratio &&
-         positions == o.positions && tie_embeddings == o.tie_embeddings && embedding_scale == o.embedding_scale;
+namespace {
+
+// A member added to GptConfig changes its size: add it to visit_fields (gpt_config.h), then update this.
+static_assert(sizeof(GptConfig) == 6 * sizeof(int64_t) + 2 * sizeof(int64_t),
+              "GptConfig changed: list the new field in visit_fields");
+
+// One field's value in JSON (numbers and booleans as such, enums by name) and as text.
+nlohmann::json field_json(int64_t v) { return v; }
+nlohmann::json field_json(bool v) { return v; }
+nlohmann::json field_json(Positions v) { return to_string(v); }
+nlohmann::json field_json(EmbeddingScale v) { return to_string(v); }
+void field_from(const nlohmann::json& j, int64_t& v) { v = j.get<int64_t>(); }
+void field_from(const nlohmann::json& j, bool& v) { v = j.get<bool>(); }
+void field_from(const nlohmann::json& j, Positions& v) { v = parse_positions(j.get<std::string>()); }
+void field_from(const nlohmann::json& j, EmbeddingScale& v) { v = parse_embedding_scale(j.get<std::string>()); }
+std::string field_text(const nlohmann::json& j) { return j.is_string() ? j.get<std::string>() : j.dump(); }
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> field_texts(const GptConfig& c) {
+  std::vector<std::pair<std::string, std::string>> out;
+  visit_fields(c, [&](const char* key, const auto& v) { out.emplace_back(key, field_text(field_json(v))); });
+  return out;
 }
 
+bool GptConfig::operator==(const GptConfig& o) const { return field_texts(*this) == field_texts(o); }
+
 void to_json(nlohmann::json& j, const GptConfig& c) {
-  j = nlohmann::json{{"vocab_size", c.vocab_size},   {"d_model", c.d_model},
-                     {"n_layers", c.n_layers},       {"n_heads", c.n_heads},
-                     {"max_seq_len", c.max_seq_len}, {"mlp_ratio", c.mlp_ratio},
-                     {"positions", to_string(c.positions)}, {"tie_embeddings", c.tie_embeddings},
-                     {"embedding_scale", to_string(c.embedding_scale)}};
+  j = nlohmann::json::object();
+  visit_fields(c, [&](const char* key, const auto& v) { j[key] = field_json(v); });
 }
 
 void from_json(const nlohmann::json& j, GptConfig& c) {
-  c.vocab_size = j.at("vocab_size").get<int64_t>();
-  c.d_model = j.at("d_model").get<int64_t>();
-  c.n_layers = j.at("n_layers").get<int64_t>();
-  c.n_heads = j.at("n_heads").get<int64_t>();
-  c.max_seq_len = j.at("max_seq_len").get<int64_t>();
-  c.mlp_ratio = j.at("mlp_ratio").get<int64_t>();
-  c.positions = parse_positions(j.at("positions").get<std::string>());
-  c.tie_embeddings = j.at("tie_embeddings").get<bool>();
-  c.embedding_scale = parse_embedding_scale(j.at("embedding_scale").get<std::string>());
+  visit_fields(c, [&](const char* key, auto& v) { field_from(j.at(key), v); });
 }
 
 }  // namespace lm::model

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -42,8 +43,28 @@ struct GptConfig {
 
   /// Every violated constraint, as "model.key: expected X, got Y"; empty when valid.
   std::vector<std::string> problems() const;
-  bool operator==(const GptConfig& o) const;
+  bool operator==(const GptConfig& o) const;  ///< every field of visit_fields equal
 };
+
+/// Every field of GptConfig, once, in order, with its key (the YAML key without "model.", the arch.json key).
+/// JSON in and out, equality and the resume check (field_texts) walk this list, so a field added to the
+/// struct and here reaches all of them; the static_assert in gpt_config.cpp fails until it is added here.
+/// `visit(key, field)` is called with int64_t&, bool&, Positions& or EmbeddingScale& (const for a const config).
+template <class Config, class Visit>
+void visit_fields(Config& c, Visit&& visit) {
+  visit("vocab_size", c.vocab_size);
+  visit("d_model", c.d_model);
+  visit("n_layers", c.n_layers);
+  visit("n_heads", c.n_heads);
+  visit("max_seq_len", c.max_seq_len);
+  visit("mlp_ratio", c.mlp_ratio);
+  visit("positions", c.positions);
+  visit("tie_embeddings", c.tie_embeddings);
+  visit("embedding_scale", c.embedding_scale);
+}
+
+/// Each field as (key, value as text: "128", "true", "learned"), in visit_fields order.
+std::vector<std::pair<std::string, std::string>> field_texts(const GptConfig& c);
 
 void to_json(nlohmann::json& j, const GptConfig& c);
 void from_json(const nlohmann::json& j, GptConfig& c);

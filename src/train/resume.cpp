@@ -91,19 +91,15 @@ fs::path select_resume_checkpoint(const fs::path& run_dir, const std::string& sp
 namespace {
 
 void preflight_resume(const TrainJob& job, const fs::path& ckpt, const data::CorpusSplit* split) {
-  const model::GptConfig a = checkpoint::read_arch(ckpt);
-  const model::GptConfig& b = job.model;
+  // Every architecture field (model/gpt_config.h visit_fields); the vocabulary size is the tokenizer's.
+  model::GptConfig now = job.model;
+  now.vocab_size = job.tokenizer.vocab_size;
+  const auto was = model::field_texts(checkpoint::read_arch(ckpt)), is = model::field_texts(now);
   std::vector<std::string> p;
-  compare(p, "tokenizer.vocab_size", s(a.vocab_size), s(job.tokenizer.vocab_size));
-  compare(p, "model.d_model", s(a.d_model), s(b.d_model));
-  compare(p, "model.n_layers", s(a.n_layers), s(b.n_layers));
-  compare(p, "model.n_heads", s(a.n_heads), s(b.n_heads));
-  compare(p, "model.max_seq_len", s(a.max_seq_len), s(b.max_seq_len));
-  compare(p, "model.mlp_ratio", s(a.mlp_ratio), s(b.mlp_ratio));
-  compare(p, "model.positions", model::to_string(a.positions), model::to_string(b.positions));
-  compare(p, "model.tie_embeddings", std::string(a.tie_embeddings ? "true" : "false"),
-          std::string(b.tie_embeddings ? "true" : "false"));
-  compare(p, "model.embedding_scale", model::to_string(a.embedding_scale), model::to_string(b.embedding_scale));
+  for (size_t i = 0; i < was.size(); ++i) {
+    const std::string& key = was[i].first;
+    compare(p, key == "vocab_size" ? "tokenizer.vocab_size" : "model." + key, was[i].second, is[i].second);
+  }
   const checkpoint::TrainerState st = checkpoint::read_trainer_state(ckpt);
   // Rank r's slice of a global batch depends on the world size: a resume with another one would not
   // continue the same run.
