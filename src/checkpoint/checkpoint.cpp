@@ -227,7 +227,7 @@ fs::path tidy(fs::path t) {
 
 fs::path resolve_checkpoint(const fs::path& user_path) {
   const fs::path path = user_path.empty() ? user_path : tidy(user_path);
-  if (const auto p = util::read_problem(path); p && !p->hint.empty()) {  // shut off, not missing
+  if (const auto p = util::read_problem(path); p && p->denied) {  // shut off, not missing
     throw CheckpointError("[checkpoint] '" + path.string() + "' " + p->what + ". " + p->hint);
   }
   if (fs::is_regular_file(path / "manifest.json")) return path;

@@ -20,7 +20,6 @@
 #include "train/trainer.h"
 #include "util/errors.h"
 #include "util/fs.h"
-#include "util/hash.h"
 #include "util/text.h"
 
 namespace lm::cli {
@@ -119,10 +118,9 @@ class Reporter {
     const data::CorpusSplit split = data::split_corpus(*original_split_);
     const fs::path out = run_dir_ / "original_val.txt";
     util::atomic_write_file(out, split.val);
-    if (util::sha256_hex(split.val) != base_.state.data.val_source_sha256) {
-      spdlog::warn("finetune: the lines held out of {} differ from those the checkpoint validated on ({} changed "
-                   "since): the forgetting report uses today's", original_split_->source.string(),
-                   original_split_->source.string());
+    if (split.val_sha256 != base_.state.data.val_source_sha256) {
+      spdlog::warn("finetune: the lines held out of {} differ from those the checkpoint validated on (the file "
+                   "changed since): the forgetting report uses today's", original_split_->source.string());
     }
     return out;
   }

@@ -188,7 +188,7 @@ RunConfig parse_config(const std::string& yaml_text, const std::string& origin, 
 
 RunConfig load_config(const std::filesystem::path& yaml_path, const std::vector<std::string>& overrides) {
   if (yaml_path.empty()) return build(nullptr, "", overrides);
-  if (const auto p = util::read_problem(yaml_path); p && !p->hint.empty()) {
+  if (const auto p = util::read_problem(yaml_path); p && p->denied) {
     throw ConfigError("[config] config file '" + yaml_path.string() + "' " + p->what + ". " + p->hint);
   }
   std::error_code ec;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <tuple>
 
 #include "tokenizer/corpus_text.h"
 #include "util/errors.h"
@@ -72,6 +73,8 @@ CorpusSplit split_corpus(const SplitSpec& spec) {
                     (has_text(s.val) ? "only blank training lines" : "only blank held-out lines") +
                     ". Hint: change data.val_fraction or run.seed, or set data.val to a validation text file.");
   }
+  s.train_sha256 = util::sha256_hex(s.train);
+  s.val_sha256 = util::sha256_hex(s.val);
   return s;
 }
 
@@ -94,8 +97,9 @@ std::string describe_split(const CorpusSplit& split, const fs::path& source) {
 }
 
 void write_split(const CorpusSplit& split, const fs::path& train_out, const fs::path& val_out) {
-  for (auto [path, bytes] : {std::pair{&train_out, &split.train}, std::pair{&val_out, &split.val}}) {
-    if (fs::is_regular_file(*path) && util::sha256_file(*path) == util::sha256_hex(*bytes)) continue;
+  for (auto [path, bytes, sha] : {std::tuple{&train_out, &split.train, &split.train_sha256},
+                                   std::tuple{&val_out, &split.val, &split.val_sha256}}) {
+    if (fs::is_regular_file(*path) && util::sha256_file(*path) == *sha) continue;
     util::atomic_write_file(*path, *bytes);
   }
 }

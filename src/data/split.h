@@ -25,6 +25,7 @@ struct LineRange {
 /// The two texts of a split (each line ends in '\n'), and which lines went where.
 struct CorpusSplit {
   std::string train, val;
+  std::string train_sha256, val_sha256;  ///< of the two texts: what a checkpoint records and a resume compares
   std::vector<LineRange> held_out;  ///< the validation blocks, in file order
   int64_t lines = 0;                ///< lines of the source
   int64_t val_lines = 0;            ///< lines held out

@@ -64,7 +64,7 @@ void check_corpus_file(const fs::path& path, std::string_view role) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {
     const auto p = util::read_problem(path);  // missing, or shut off by a directory above it
-    if (p && !p->hint.empty()) throw DataError(head + " " + p->what + ". " + p->hint);
+    if (p && p->denied) throw DataError(head + " " + p->what + ". " + p->hint);
     throw DataError(head + " " + (p ? p->what : std::string("is missing")) + ": expected a text file. " + kHint);
   }
   if (S_ISDIR(st.st_mode)) throw DataError(head + " is a directory: expected a text file. " + kHint);

@@ -180,7 +180,7 @@ struct Tokenizer::Handle {
 };
 
 Tokenizer::Tokenizer(const fs::path& model_path) : h_(std::make_unique<Handle>()) {
-  if (const auto p = util::read_problem(model_path); p && !p->hint.empty()) {
+  if (const auto p = util::read_problem(model_path); p && p->denied) {
     throw DataError("[tokenizer] model file '" + model_path.string() + "' " + p->what + ". " + p->hint);
   }
   std::error_code ec;

@@ -105,8 +105,8 @@ void preflight_resume(const TrainJob& job, const fs::path& ckpt, const data::Cor
   // continue the same run.
   compare(p, "processes (WORLD_SIZE)", s(st.world_size), s(job.group ? job.group->size() : 1));
   auto text_hash = [](const fs::path& f) { return fs::is_regular_file(f) ? util::sha256_file(f) : std::string("(missing)"); };
-  const std::string train = split ? util::sha256_hex(split->train) : text_hash(job.train_text);
-  const std::string val = split ? util::sha256_hex(split->val) : text_hash(job.val_text);
+  const std::string train = split ? split->train_sha256 : text_hash(job.train_text);
+  const std::string val = split ? split->val_sha256 : text_hash(job.val_text);
   compare(p, split ? "data.train (sha256 of its training lines)" : "data.train (sha256)",
           short_hash(st.data.train_source_sha256), short_hash(train));
   compare(p, split ? "data.train (sha256 of its held-out lines)" : "data.val (sha256)",

@@ -21,13 +21,13 @@ std::optional<ReadProblem> read_problem(const fs::path& path) {
   if (found && ::access(path.c_str(), mode) == 0) return std::nullopt;
   const int err = errno;
   if (err == EACCES) {
-    return ReadProblem{found ? "cannot be read: permission denied"
+    return ReadProblem{true, found ? "cannot be read: permission denied"
                              : "cannot be read: permission denied (a directory above it may not be searched)",
                        "Hint: check the permissions of the file and of every directory above it (`ls -ld` each), or "
                        "run as a user who may read them."};
   }
-  if (err == ENOENT || err == ENOTDIR) return ReadProblem{std::string("is missing (") + std::strerror(err) + ")", ""};
-  return ReadProblem{std::string("cannot be read (") + std::strerror(err) + ")", ""};
+  if (err == ENOENT || err == ENOTDIR) return ReadProblem{false, std::string("is missing (") + std::strerror(err) + ")", ""};
+  return ReadProblem{false, std::string("cannot be read (") + std::strerror(err) + ")", ""};
 }
 
 std::string read_file(const fs::path& path, std::string_view what) {
@@ -36,7 +36,7 @@ std::string read_file(const fs::path& path, std::string_view what) {
     const auto p = read_problem(path);
     const std::string why = p ? p->what : std::string("cannot be opened (") + std::strerror(errno) + ")";
     throw DataError("[io] " + std::string(what) + " '" + path.string() + "' " + why + ": expected a readable file. " +
-                    (p && !p->hint.empty() ? p->hint : "Hint: check the path."));
+                    (p && p->denied ? p->hint : "Hint: check the path."));
   }
   std::ostringstream ss;
   ss << in.rdbuf();

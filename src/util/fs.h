@@ -13,8 +13,9 @@ namespace fs = std::filesystem;
 
 /// Why `path` cannot be read, in the words that follow its name in a message.
 struct ReadProblem {
-  std::string what;  ///< "is missing (No such file or directory)", "cannot be read: permission denied", ...
-  std::string hint;  ///< for a denied path, what to check ("Hint: ..."); empty otherwise
+  bool denied = false;  ///< it exists (or may) but permissions shut it off: not a missing path
+  std::string what;     ///< "is missing (No such file or directory)", "cannot be read: permission denied", ...
+  std::string hint;     ///< for a denied path, what to check ("Hint: ..."); empty otherwise
 };
 
 /// Nothing when `path` exists and may be read (a directory: listed and entered); else why not. Tells a missing
