@@ -3,6 +3,7 @@
 # S, V-small and T-long, and the team's tuned PyTorch eager reference, in one invocation; prints tokens/s, the
 # ratio, model GFLOP/s and its fraction of the ceiling, and peak RSS. Output and command: docs/BENCHMARKS.md.
 # Usage: scripts/bench.sh [--steps N] [--repeats R]   (R alternated lmtrain/reference runs per config; medians)
+#        scripts/bench.sh --against OLD_LMTRAIN [--repeats R]   (config S only: this build against another one)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh lmtrain

@@ -211,6 +211,8 @@ def main():
     ap.add_argument("--out", default="build/bench")
     ap.add_argument("--blas-threads", type=int, default=os.cpu_count())
     ap.add_argument("--repeats", type=int, default=1, help="alternated lmtrain/reference runs per config")
+    ap.add_argument("--against", metavar="OLD_LMTRAIN",
+                    help="only config S: this lmtrain against OLD_LMTRAIN (another build), alternated --repeats times")
     ap.add_argument("--reference-only", help=argparse.SUPPRESS)  # internal: one reference in this process
     ap.add_argument("--ceiling-only", help=argparse.SUPPRESS)  # internal: the ceiling for N threads
     ap.add_argument("--split", action="store_true", help=argparse.SUPPRESS)  # internal: ... in row blocks
@@ -238,6 +240,8 @@ def main():
                                                    else "OpenBLAS's own choice for this CPU") +
           "; every lmtrain run's log must name the same)")
     tops = [max(ceil[blas], split or 0.0)]  # the best `blas`-thread figure, measured again before each lmtrain run
+    if args.against:
+        return against(args, blas, tops)
     rows = []  # (label, V, T, B, lmtrain tok/s, ref tok/s or None, FLOPs/token, lmtrain RSS, ref RSS, note)
     for name, cfg in CONFIGS.items():
         V, C, L, H, T, B = cfg
@@ -281,6 +285,25 @@ def main():
     print(f"config S with train.optimizer: muon (Newton-Schulz on the 16 block matrices each step): {muon:,.0f} "
           f"tokens/s against {adamw:,.0f} with adamw run right before it: {muon / adamw:.2f}x")
     encode_speed(args.lmtrain, args.out)
+
+
+def against(args, blas, tops):
+    """Config S on two builds, alternated (old, new, old, new, ...): the medians, their ratio, each run's ratio
+    to the run before it, and the fraction of the ceiling. For a change that must not move the speed."""
+    V, C, L, H, T, B = CONFIGS["S"]
+    f = model_flops_per_token(V, C, L, H, T)
+    old, new = [], []
+    for _ in range(max(1, args.repeats)):
+        again, again_split = measure_ceiling(blas, only=blas)
+        tops.append(max(again[blas], again_split or 0.0))
+        old.append(lmtrain_run(args.against, args.out, "S-old", *CONFIGS["S"], args.steps, blas)[0])
+        new.append(lmtrain_run(args.lmtrain, args.out, "S-new", *CONFIGS["S"], args.steps, blas)[0])
+    top = max(tops)
+    o, n = statistics.median(old), statistics.median(new)
+    print(f"config S, {len(old)} alternated runs each: old {args.against}: {' / '.join(f'{r:,.0f}' for r in old)} "
+          f"tokens/s; new {args.lmtrain}: {' / '.join(f'{r:,.0f}' for r in new)}")
+    print(f"medians: old {o:,.0f} ({o * f / 1e9 / top:.0%} of the {top:.1f} GFLOP/s ceiling), new {n:,.0f} "
+          f"({n * f / 1e9 / top:.0%}); new / old = {n / o:.3f}")
 
 
 def encode_speed(exe, out):

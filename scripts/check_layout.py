@@ -12,7 +12,10 @@
    scripts/, tests/, docs/, README.md and CMakeLists.txt names a file of the repository and one of its
    headings, and nothing cites a design file outside the repository;
 5. links: every relative link `[text](target)` in README.md and docs/*.md names a file of the repository,
-   and a `#fragment` one of that file's headings (GitHub's slugs).
+   and a `#fragment` one of that file's headings (GitHub's slugs);
+6. the fused kernels stay behind their seam: only the files of src/model/fused/ and FUSED_BUILDERS (the one
+   place that builds the fused set of operations) include "model/fused/...", so the reference model files,
+   the trainer and the optimizers see the operations only through model/ops.h.
 
 Run by scripts/test.sh through CTest (test names layout.check, and layout.selftest for --self-test, which
 plants a bad citation, heading and link in a copy of the tree and expects each to be reported).
@@ -46,6 +49,21 @@ ALLOWED = {
 }
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+
+FUSED_DIR = "model/fused"
+FUSED_BUILDERS = {"model/make_ops.cpp"}
+
+
+def check_fused_seam(src, files, problems):
+    for f in files:
+        rel = f.relative_to(src).as_posix()
+        if rel.startswith(FUSED_DIR + "/") or rel in FUSED_BUILDERS:
+            continue
+        for n, line in enumerate(f.read_text(encoding="utf-8").splitlines(), 1):
+            m = INCLUDE.match(line)
+            if m and m.group(1).startswith(FUSED_DIR + "/"):
+                problems.append(f"{rel}:{n}: includes {m.group(1)}: only {FUSED_DIR}/ and "
+                                f"{', '.join(sorted(FUSED_BUILDERS))} may (docs/ARCHITECTURE.md \"The model's operations\")")
 
 
 def folder_of(src: pathlib.Path, path: pathlib.Path) -> str:
@@ -222,12 +240,15 @@ def self_test() -> int:
             out.write('\nSee README "No Such Heading", docs/NOPE.md "X", [gone](missing.md) and [bad](config.md#no-such-anchor).\n')
         with open(copy / "scripts" / "planted.sh", "w", encoding="utf-8") as out:
             out.write('# docs/training.md "Not A Section"\n')
+        with open(copy / "src" / "model" / "mlp.cpp", "a", encoding="utf-8") as out:
+            out.write('#include "model/fused/kernels.h"\n')
         found = []
         check_citations(copy, found)
         check_links(copy, found)
+        check_fused_seam(copy / "src", sorted((copy / "src").rglob("*.cpp")), found)
     want = ['README.md has no section "No Such Heading"', "cites docs/NOPE.md, which does not exist",
             "link to missing.md, which does not exist", "link to config.md#no-such-anchor",
-            'docs/training.md has no section "Not A Section"']
+            'docs/training.md has no section "Not A Section"', "model/mlp.cpp:"]
     missed = [w for w in want if not any(w in p for p in found)]
     for w in missed:
         print("check_layout --self-test: not reported:", w)
@@ -245,6 +266,7 @@ def main():
         return 1
     problems = []
     check_includes(src, files, problems)
+    check_fused_seam(src, files, problems)
     check_lengths(src, files, problems)
     check_citations(src.parent, problems)
     check_links(src.parent, problems)

@@ -23,7 +23,7 @@ model::GptConfig tiny(bool tied = true) { return tiny_config(128, tied); }
 
 fs::path save_tiny(const fs::path& run, model::Gpt& m, int64_t step) {
   train::TrainConfig tc;
-  train::RunOptimizer opt(train::split_decay_groups(*m), tc);
+  train::RunOptimizer opt(train::split_decay_groups(*m), tc, m->ops());
   checkpoint::SaveRequest req;
   req.model = m.get();
   req.optimizer = &opt.adamw();
@@ -254,6 +254,52 @@ TEST(Safetensors, AnOldCheckpointWithOnlyModelPtStillLoadsAndABadFileIsACheckpoi
   auto r = run_lmtrain("inspect probs --checkpoint " + dir.string() + " --text 'The river'");
   EXPECT_EQ(r.exit_code, 4) << r.output;
   EXPECT_NE(r.output.find("[safetensors]"), std::string::npos) << r.output;
+}
+
+// TrainerState's fields are listed once (checkpoint.h visit_state_fields): changing any one of them changes
+// exactly its key of trainer_state.json and reads back; a field an older file may lack keeps its default
+// when missing, and a required one is refused. A member missing from the list fails a static_assert.
+TEST(TrainerState, EveryListedFieldReachesTheJsonAndReadsBack) {
+  const checkpoint::TrainerState base;
+  const auto base_json = nlohmann::json::parse(checkpoint::trainer_state_json(base));
+  size_t n = 0;
+  checkpoint::visit_state_fields(base, [&](const char*, const auto&, checkpoint::Presence) { ++n; });
+  EXPECT_EQ(base_json.size(), n);
+  for (size_t i = 0; i < n; ++i) {
+    checkpoint::TrainerState other = base;
+    size_t at = 0;
+    std::string key;
+    checkpoint::Presence presence{};
+    checkpoint::visit_state_fields(other, [&](const char* k, auto& v, checkpoint::Presence p) {
+      if (at++ != i) return;
+      key = k;
+      presence = p;
+      using T = std::decay_t<decltype(v)>;
+      if constexpr (std::is_same_v<T, bool>) {
+        v = !v;
+      } else if constexpr (std::is_same_v<T, std::string>) {
+        v = "changed";
+      } else if constexpr (std::is_same_v<T, checkpoint::DataIdentity>) {
+        v.train_tokens = 7;
+      } else {
+        v = static_cast<T>(3);
+      }
+    });
+    const std::string text = checkpoint::trainer_state_json(other);
+    const auto j = nlohmann::json::parse(text);
+    size_t differing = 0;
+    for (const auto& [k, v] : j.items()) differing += v != base_json.at(k) ? 1 : 0;
+    EXPECT_EQ(differing, 1u) << key;
+    EXPECT_EQ(checkpoint::trainer_state_json(checkpoint::trainer_state_from_json(text)), text) << key << " reads back";
+    auto lacking = j;
+    lacking.erase(key);
+    if (presence == checkpoint::Presence::kMayLack) {
+      EXPECT_EQ(checkpoint::trainer_state_json(checkpoint::trainer_state_from_json(lacking.dump())),
+                checkpoint::trainer_state_json(base)) << key << " missing keeps its default";
+    } else {
+      EXPECT_THROW(checkpoint::trainer_state_from_json(lacking.dump()), nlohmann::json::exception) << key;
+    }
+  }
 }
 
 }  // namespace lm::test

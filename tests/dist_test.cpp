@@ -111,14 +111,14 @@ TEST(DistRun, SigtermedTwoRankRunResumesToTheSameWeights) {
   ScratchDir dir("dist-resume");
   auto straight = run_lmtrain(train_args(dir, "straight", 4, "--nproc 2"));
   ASSERT_EQ(straight.exit_code, 0) << straight.output;
-  const pid_t pid = spawn_lmtrain(train_args(dir, "split", 4, "--nproc 2"), dir / "split1.log",
-                                  "LMTRAIN_TEST_STEP_DELAY_MS=150");
-  ASSERT_TRUE(wait_for([&] { return fs::exists(dir / "split" / "step_00000005"); }));
+  const pid_t pid = spawn_lmtrain(train_args(dir, "split", 4, "--nproc 2"), dir / "split1.log", hold_at(dir, "step:7"));
+  ASSERT_TRUE(held(dir, "step:7@0") && held(dir, "step:7@1")) << slurp(dir / "split1.log");
   ::kill(pid, SIGTERM);  // the launcher forwards it to both ranks
   EXPECT_EQ(wait_exit(pid), 143) << slurp(dir / "split1.log");
   const std::string latest = slurp(dir / "split" / "latest");
   ASSERT_FALSE(latest.empty());
-  EXPECT_LT(std::stoll(latest.substr(5)), 20) << "the signal came too late to test anything";
+  // The ranks agree on a signal in the all-reduce after the next step's backward pass: both stop after step 8.
+  EXPECT_EQ(std::stoll(latest.substr(5)), 8) << "the ranks did not stop at the first step after the signal";
   auto resumed = run_lmtrain(train_args(dir, "split", 4, "--nproc 2 --resume auto"));
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
   EXPECT_EQ(losses(dir / "split"), losses(dir / "straight"));
@@ -133,18 +133,20 @@ TEST(DistRun, SigtermedTwoRankRunResumesToTheSameWeights) {
 
 std::string rank_env(int rank, int port, const std::string& more = "") {
   return "RANK=" + std::to_string(rank) + " WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) +
-         " LMTRAIN_TEST_STEP_DELAY_MS=100 " + more;
+         " " + more;
 }
 
 TEST(DistRun, KilledRankEndsTheOtherWithExit7) {
   ScratchDir dir("dist-kill");
   const int port = dist::free_port();
   const std::string args = train_args(dir, "run", 4, "--set train.max_steps=400 --set dist.timeout_s=5");
-  const pid_t r0 = spawn_lmtrain(args, dir / "r0.log", rank_env(0, port));
-  const pid_t r1 = spawn_lmtrain(args, dir / "r1.log", rank_env(1, port));
-  ASSERT_TRUE(wait_for([&] { return fs::exists(dir / "run" / "step_00000005"); }));
+  // Both ranks held after step 6 (step 5's checkpoint committed); rank 1 killed there, rank 0 let go.
+  const pid_t r0 = spawn_lmtrain(args, dir / "r0.log", rank_env(0, port, hold_at(dir, "step:6")));
+  const pid_t r1 = spawn_lmtrain(args, dir / "r1.log", rank_env(1, port, hold_at(dir, "step:6")));
+  ASSERT_TRUE(held(dir, "step:6@0") && held(dir, "step:6@1")) << slurp(dir / "r0.log");
   ::kill(r1, SIGKILL);
   EXPECT_EQ(wait_exit(r1), 128 + SIGKILL);
+  let_go(dir, "step:6@0");
   EXPECT_EQ(wait_exit(r0), 7) << slurp(dir / "r0.log");
   const std::string log = slurp(dir / "r0.log");
   EXPECT_NE(log.find("lost rank(s) 1"), std::string::npos) << log;
@@ -209,8 +211,8 @@ TEST(DistRun, FinetuneWithFrozenEmbeddingsOnTwoRanks) {
 TEST(RunLock, SecondTrainerOnTheSameRunDirIsRefused) {
   ScratchDir dir("run-lock");
   const std::string args = train_args(dir, "run", 4, "--set train.max_steps=400");
-  const pid_t first = spawn_lmtrain(args, dir / "first.log", "LMTRAIN_TEST_STEP_DELAY_MS=100");
-  ASSERT_TRUE(wait_for([&] { return fs::exists(dir / "run" / "step_00000005"); }));
+  const pid_t first = spawn_lmtrain(args, dir / "first.log", hold_at(dir, "step:6"));
+  ASSERT_TRUE(held(dir, "step:6")) << slurp(dir / "first.log");
   auto second = run_lmtrain(args + " --resume auto");
   EXPECT_EQ(second.exit_code, 2) << second.output;
   EXPECT_NE(second.output.find("is in use"), std::string::npos) << second.output;

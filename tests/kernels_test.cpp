@@ -8,11 +8,13 @@
 #include <map>
 
 #include "model/attention.h"
-#include "model/balance.h"
-#include "model/simd.h"
+#include "model/fused/balance.h"
+#include "model/fused/kernels.h"
+#include "model/fused/simd.h"
 #include "model/gpt.h"
-#include "model/kernels.h"
+#include "model/make_ops.h"
 #include "test_util.h"
+#include "util/errors.h"
 #include "util/threads.h"
 
 namespace lm::test {
@@ -21,20 +23,18 @@ namespace kn = model::kernels;
 
 namespace {
 
-// Runs the test body in fused mode on 2 LibTorch threads and one OpenBLAS thread per call (the trainer's
-// fused setting), and restores plain mode and both thread counts.
+// Runs the test body on 2 LibTorch threads and one OpenBLAS thread per call (the trainer's setting for the
+// fused set), and restores both thread counts.
 class Kernels : public ::testing::Test {
  protected:
   void SetUp() override {
     threads_ = torch::get_num_threads();
     blas_threads_ = util::blas_threads();
     util::set_compute_threads(2, 1);
-    kn::set_mode(kn::Mode::kFused);
     torch::manual_seed(7);
   }
   void TearDown() override {
     kn::cap_simd_lanes(16);
-    kn::set_mode(kn::Mode::kPlain);
     util::set_compute_threads(threads_, std::max(1, blas_threads_));
   }
   int threads_ = 1, blas_threads_ = 1;
@@ -58,12 +58,30 @@ void expect_close(const torch::Tensor& a, const torch::Tensor& b, double tol, co
 
 }  // namespace
 
-TEST_F(Kernels, ModeAppliesToCpuFloatOnly) {
-  EXPECT_TRUE(kn::applies(torch::zeros({2, 2})));
-  EXPECT_FALSE(kn::applies(torch::zeros({2, 2}, torch::kDouble)));
-  EXPECT_FALSE(kn::applies(torch::zeros({2, 2}, torch::kBFloat16)));
-  kn::set_mode(kn::Mode::kPlain);
-  EXPECT_FALSE(kn::applies(torch::zeros({2, 2})));
+// make_ops: the fused set for CPU float32 only; `fused` refuses the rest naming the option, `auto` falls
+// back to the reference set and says why.
+TEST_F(Kernels, TheFusedSetIsChosenForCpuFloat32Only) {
+  const auto arch = tiny_config(64);
+  const torch::Device cpu(torch::kCPU);
+  for (const auto k : {util::Kernels::kAuto, util::Kernels::kFused}) {
+    const auto c = model::make_ops(k, cpu, torch::kFloat, arch);
+    EXPECT_TRUE(c.ops->fused());
+    EXPECT_EQ(c.ops->name(), "fused");
+  }
+  const auto ref = model::make_ops(util::Kernels::kReference, cpu, torch::kFloat, arch);
+  EXPECT_FALSE(ref.ops->fused());
+  EXPECT_EQ(ref.ops->name(), "reference");
+  const auto bf16 = model::make_ops(util::Kernels::kAuto, cpu, torch::kBFloat16, arch);
+  EXPECT_FALSE(bf16.ops->fused());
+  EXPECT_EQ(bf16.ops->dtype(), torch::kBFloat16);
+  EXPECT_NE(bf16.why.find("run.precision"), std::string::npos) << bf16.why;
+  try {
+    model::make_ops(util::Kernels::kFused, cpu, torch::kBFloat16, arch);
+    ADD_FAILURE() << "fused with bf16 products was not refused";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.code(), ExitCode::kUsage);
+    EXPECT_NE(std::string(e.what()).find("run.kernels fused"), std::string::npos) << e.what();
+  }
 }
 
 TEST_F(Kernels, SplitProductsEqualOneProduct) {
@@ -460,8 +478,9 @@ TEST_F(Kernels, HeadLossOfAnAlmostImpossibleTarget) {
   EXPECT_THROW(kn::next_token_loss(h.detach(), w, torch::tensor({int64_t{-1}, int64_t{0}, int64_t{1}})), c10::Error);
 }
 
-// kernels::embedding: the rows of the table; its gradient added into the tied head's (a table used twice
-// and a repeated id), or a dense one of its own when no head gradient of that table is in the same pass.
+// kernels::embedding: the rows of the table; its gradient (sparse: the ids' rows) summed by autograd with the
+// tied head's dense one (a table used twice and a repeated id) into a dense .grad, or left sparse when no
+// head gradient of that table is in the same pass.
 TEST_F(Kernels, EmbeddingGradientGoesIntoTheTiedHeads) {
   auto table = torch::randn({11, 8}).requires_grad_(), plain = table.detach().clone().requires_grad_();
   auto ids = torch::tensor({{1, 4, 4}, {0, 10, 1}});
@@ -471,11 +490,13 @@ TEST_F(Kernels, EmbeddingGradientGoesIntoTheTiedHeads) {
   kn::next_token_loss(torch::tanh(x) * 2, table, y).backward();
   model::chunked_next_token_loss(torch::tanh(want) * 2, plain, y).backward();
   expect_close(table.grad(), plain.grad(), 1e-6, "tied table");
+  EXPECT_FALSE(table.grad().is_sparse());
   table.mutable_grad() = torch::Tensor();
   plain.mutable_grad() = torch::Tensor();
-  (kn::embedding(table, ids) * 3).sum().backward();  // no head: a dense gradient of its own
+  (kn::embedding(table, ids) * 3).sum().backward();  // no head: the lookup's sparse gradient alone
   (torch::embedding(plain, ids) * 3).sum().backward();
-  expect_close(table.grad(), plain.grad(), 0, "table alone");
+  ASSERT_TRUE(table.grad().is_sparse());
+  expect_close(table.grad().to_dense(), plain.grad(), 0, "table alone");
   // Other gradients of the table in the same pass (two summed losses, an extra term), a scaled loss, and a
   // retained graph run twice: never a row lost or counted twice.
   // One loss for both paths: `embed` and `head` are the fused kernels or LibTorch's ops, `t` their table.
@@ -510,6 +531,7 @@ TEST_F(Kernels, EmbeddingGradientGoesIntoTheTiedHeads) {
       fused(which).backward();
       reference(which).backward();
     }
+    ASSERT_FALSE(table.grad().is_sparse()) << "case " << which;
     expect_close(table.grad(), plain.grad(), 1e-6, "case " + std::to_string(which));
   }
 }
@@ -519,13 +541,16 @@ TEST_F(Kernels, WholeModelLossAndGradientsMatchThePlainOps) {
   cfg.d_model = 32;
   cfg.n_heads = 4;
   cfg.max_seq_len = 24;
-  model::Gpt m(cfg);
+  const torch::Device cpu(torch::kCPU);
+  model::Gpt plain(cfg, model::make_ops(util::Kernels::kReference, cpu, torch::kFloat, cfg).ops);
+  torch::manual_seed(7);
+  model::Gpt fused_model(cfg, model::make_ops(util::Kernels::kFused, cpu, torch::kFloat, cfg).ops);
   auto x = torch::randint(97, {5, 24}), y = torch::randint(97, {5, 24});
   std::vector<torch::Tensor> grads[2];
   double losses[2];
   torch::Tensor logits[2];
   for (int fused : {0, 1}) {
-    kn::set_mode(fused ? kn::Mode::kFused : kn::Mode::kPlain);
+    model::Gpt& m = fused ? fused_model : plain;
     {
       torch::NoGradGuard no_grad;
       logits[fused] = m->forward(x);
@@ -538,9 +563,9 @@ TEST_F(Kernels, WholeModelLossAndGradientsMatchThePlainOps) {
   }
   EXPECT_NEAR(losses[0], losses[1], 1e-5);
   expect_close(logits[1], logits[0], 1e-5, "logits");
-  // The cached decoder (always the plain ops) continues where the fused forward's logits say.
+  // The cached decoder (the reference ops for a cache) continues where the fused forward's logits say.
   model::KvCache cache;
-  auto step_logits = m->forward_cached(x.narrow(0, 0, 1), cache);  // (1,V): the last position
+  auto step_logits = fused_model->forward_cached(x.narrow(0, 0, 1), cache);  // (1,V): the last position
   expect_close(step_logits, logits[1].select(0, 0).select(0, 23).unsqueeze(0), 1e-5, "cached decoder");
   for (size_t i = 0; i < grads[0].size(); ++i) expect_close(grads[1][i], grads[0][i], 1e-5, "parameter " + std::to_string(i));
 }

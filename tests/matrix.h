@@ -32,11 +32,14 @@ class Ctx {
   fs::path config(const std::string& run = "run", const std::string& model = "") const;
   /// Runs `sh -c` through the release lmtrain, or lmtrain_faults with `faults` set.
   RunResult lm(const std::string& args, const std::string& faults = "") const;
-  /// Starts lmtrain_faults with `faults`, waits until `ready(log so far)` holds, sends `sig` (and a second
-  /// SIGINT `second_after_ms` later when >= 0), and returns its exit code and log.
+  /// Starts lmtrain_faults with `faults` (the release lmtrain when empty), waits until `ready(log so far)`
+  /// holds, sends `sig`, and returns its exit code and log.
   RunResult signal_when(const std::string& args, const std::string& faults,
-                        const std::function<bool(const std::string& log)>& ready, int sig,
-                        int second_after_ms = -1) const;
+                        const std::function<bool(const std::string& log)>& ready, int sig) const;
+  /// Starts lmtrain_faults held at `event` (util/faults.h), sends `sig` once it is held there and, when
+  /// `then` names an event the run reaches after that, a second SIGINT once it is held there; returns its
+  /// exit code and log. No delay decides where a signal lands.
+  RunResult signal_at(const std::string& args, const std::string& event, int sig, const std::string& then = "") const;
   /// Names of the entries of dir/sub that contain `part` (e.g. ".tmp-").
   std::vector<std::string> entries_with(const std::string& sub, const std::string& part) const;
 

@@ -100,8 +100,8 @@ std::vector<Case> process_cases() {
   Case two{"two_trainers_one_run_dir", "a second `train` on a run.dir another trainer is using", expect::kRunLocked, 2,
            "the first trainer is undisturbed: stopped by SIGTERM it saves a checkpoint that verifies", nullptr, nullptr};
   two.act = [](Ctx& ctx) {
-    const pid_t first = spawn_lmtrain(train(ctx), ctx / "first.log", "LMTRAIN_TEST_STEP_DELAY_MS=3000");
-    EXPECT_TRUE(wait_for([&] { return slurp(ctx / "run" / ".lock").find('\n') != std::string::npos; }));
+    const pid_t first = spawn_lmtrain(train(ctx), ctx / "first.log", hold_at(ctx.dir(), "step:1"));
+    EXPECT_TRUE(held(ctx.dir(), "step:1")) << slurp(ctx / "first.log");
     RunResult second = ctx.lm(train(ctx));
     second.output += "\n(first pid " + std::to_string(first) + ")";
     ::kill(first, SIGTERM);
@@ -134,7 +134,7 @@ std::vector<Case> signal_cases() {
       for (int k = 0; k < 12; ++k) text += words[rng() % words.size()] + (k < 11 ? " " : "\n");
     }
     const fs::path corpus = ctx.write("big.txt", text);
-    return ctx.signal_when(train(ctx, " --set data.train=" + corpus.string()), "LMTRAIN_TEST_STEP_DELAY_MS=0",
+    return ctx.signal_when(train(ctx, " --set data.train=" + corpus.string()), "",
                            [](const std::string& log) { return log.find("tokenizer: preparing") != std::string::npos; },
                            SIGINT);
   };
@@ -152,9 +152,7 @@ std::vector<Case> signal_cases() {
   enc.exit_code = 143;
   enc.intact = "the trained tokenizer is kept for the next start; no token file or checkpoint is written";
   enc.act = [](Ctx& ctx) {
-    return ctx.signal_when(train(ctx), "LMTRAIN_TEST_PREPARE_DELAY_MS=1500",
-                           [](const std::string& log) { return log.find("tokenizer: trained") != std::string::npos; },
-                           SIGTERM);
+    return ctx.signal_at(train(ctx), "prepare:encode", SIGTERM);
   };
   enc.check = [](Ctx& ctx, const RunResult&) {
     EXPECT_TRUE(fs::exists(ctx / "run" / "tokenizer.model"));
@@ -166,9 +164,7 @@ std::vector<Case> signal_cases() {
             "the trained weights are saved first: step_00000004 verifies and equals an uninterrupted run's", nullptr,
             nullptr};
   eval.act = [](Ctx& ctx) {
-    return ctx.signal_when(train(ctx), "LMTRAIN_TEST_EVAL_DELAY_MS=300",
-                           [](const std::string& log) { return log.find("final validation over all") != std::string::npos; },
-                           SIGINT);
+    return ctx.signal_at(train(ctx), "eval", SIGINT);
   };
   eval.check = [](Ctx& ctx, const RunResult&) {
     EXPECT_TRUE(verifies(ctx, ctx / "run" / "step_00000004"));
@@ -178,9 +174,7 @@ std::vector<Case> signal_cases() {
   Case save{"sigint_during_save", "SIGINT while the step-2 checkpoint is being written", expect::kStopDuringSave, 130,
             "the save completes first: step_00000002 verifies; no *.tmp-* is left", nullptr, nullptr};
   save.act = [](Ctx& ctx) {
-    return ctx.signal_when(train(ctx), "LMTRAIN_TEST_SAVE_PAUSE_MS=300",
-                           [&ctx](const std::string&) { return !ctx.entries_with("run", "step_00000002.tmp-").empty(); },
-                           SIGINT);
+    return ctx.signal_at(train(ctx), "save:step_00000002:file", SIGINT);
   };
   save.check = [](Ctx& ctx, const RunResult&) {
     EXPECT_TRUE(verifies(ctx, ctx / "run" / "step_00000002"));
@@ -188,13 +182,11 @@ std::vector<Case> signal_cases() {
     EXPECT_FALSE(fs::exists(ctx / "run" / "step_00000004"));
   };
   out.push_back(save);
-  Case twice{"second_sigint", "a second SIGINT 200 ms after the first, during the step-2 save", expect::kSecondSigint,
+  Case twice{"second_sigint", "a second SIGINT during the step-2 save (after its files, before the rename)", expect::kSecondSigint,
              130, "no checkpoint is committed half-written (only a *.tmp-* directory); `--resume auto` then finishes "
              "with an uninterrupted run's weights", nullptr, nullptr};
   twice.act = [](Ctx& ctx) {
-    return ctx.signal_when(train(ctx), "LMTRAIN_TEST_SAVE_PAUSE_MS=2000",
-                           [&ctx](const std::string&) { return !ctx.entries_with("run", "step_00000002.tmp-").empty(); },
-                           SIGINT, 200);
+    return ctx.signal_at(train(ctx), "save:step_00000002:file", SIGINT, "save:step_00000002:manifest");
   };
   twice.check = [](Ctx& ctx, const RunResult&) {
     EXPECT_FALSE(fs::exists(ctx / "run" / "step_00000002"));

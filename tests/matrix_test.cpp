@@ -125,14 +125,25 @@ RunResult Ctx::lm(const std::string& args, const std::string& faults) const {
 }
 
 RunResult Ctx::signal_when(const std::string& args, const std::string& faults,
-                           const std::function<bool(const std::string& log)>& ready, int sig, int second_after_ms) const {
+                           const std::function<bool(const std::string& log)>& ready, int sig) const {
   const fs::path log = dir_ / "signalled.log";
   const pid_t pid = spawn_lmtrain(args, log, faults);
   const bool seen = wait_for([&] { return ready(slurp(log)); });
   EXPECT_TRUE(seen) << "the moment to signal never came; log:\n" << slurp(log);
   ::kill(pid, sig);
-  if (second_after_ms >= 0) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(second_after_ms));
+  RunResult r;
+  r.exit_code = wait_exit(pid);
+  r.output = slurp(log);
+  return r;
+}
+
+RunResult Ctx::signal_at(const std::string& args, const std::string& event, int sig, const std::string& then) const {
+  const fs::path log = dir_ / "signalled.log";
+  const pid_t pid = spawn_lmtrain(args, log, hold_at(dir_.path(), then.empty() ? event : event + "," + then));
+  EXPECT_TRUE(held(dir_.path(), event)) << "never held at " << event << "; log:\n" << slurp(log);
+  ::kill(pid, sig);
+  if (!then.empty()) {
+    EXPECT_TRUE(held(dir_.path(), then)) << "never held at " << then << "; log:\n" << slurp(log);
     ::kill(pid, SIGINT);
   }
   RunResult r;

@@ -105,7 +105,7 @@ TEST(Model, OneBatchOverfits) {
   tc.lr = 1e-2;
   tc.weight_decay = 0.0;
   auto groups = train::split_decay_groups(*m);
-  auto opt = std::make_unique<train::RunOptimizer>(groups, tc);
+  auto opt = std::make_unique<train::RunOptimizer>(groups, tc, m->ops());
   auto x = torch::randint(0, 64, {4, 8}, torch::kInt64);
   auto y = torch::randint(0, 64, {4, 8}, torch::kInt64);
   double first = 0, last = 0;
@@ -192,6 +192,18 @@ TEST(GptConfig, EveryListedFieldReachesJsonEqualityAndTheResumeCheck) {
     EXPECT_EQ(differing, 1u) << key;
     EXPECT_NE(was[i].second, is[i].second) << key;
   }
+}
+
+// A field added after arch.json's first form (mlp_activation) reads as its default from an older file, which
+// computed that; a field of the first form is still required.
+TEST(GptConfig, AnOlderArchJsonMeansTheLaterFieldsDefaults) {
+  model::GptConfig relu;
+  relu.mlp_activation = model::MlpActivation::kRelu2;
+  nlohmann::json j = relu;
+  j.erase("mlp_activation");
+  EXPECT_EQ(j.get<model::GptConfig>().mlp_activation, model::MlpActivation::kGelu);
+  j.erase("d_model");
+  EXPECT_THROW(j.get<model::GptConfig>(), nlohmann::json::exception);
 }
 
 }  // namespace lm::test

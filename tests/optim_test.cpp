@@ -7,7 +7,7 @@
 #include <fstream>
 
 #include "checkpoint/checkpoint.h"
-#include "model/kernels.h"
+#include "model/make_ops.h"
 #include "test_util.h"
 #include "train/fused_adamw.h"
 #include "train/muon.h"
@@ -285,14 +285,12 @@ TEST(FusedAdamW, StepsAsLibTorchsAdamW) {
 // RunOptimizer::step with a clipping factor, on every path (the fused AdamW pass, LibTorch's AdamW, and
 // Muon beside either): the parameters clip_grad_norm_ followed by a plain step gives, exactly.
 TEST(FusedAdamW, ClippedStepsEqualClipGradNormThenStep) {
-  struct Mode {
-    model::kernels::Mode before = model::kernels::mode();
-    ~Mode() { model::kernels::set_mode(before); }
-  } restore;
+  const torch::Device cpu(torch::kCPU);
   for (const bool muon : {false, true}) {
-    for (const auto mode : {model::kernels::Mode::kFused, model::kernels::Mode::kPlain}) {
+    for (const auto kernels : {util::Kernels::kFused, util::Kernels::kReference}) {
+      const model::OpsPtr ops = model::make_ops(kernels, cpu, torch::kFloat, tiny_config()).ops;
       torch::manual_seed(31);
-      model::Gpt ours(tiny_config()), theirs(tiny_config());
+      model::Gpt ours(tiny_config(), ops), theirs(tiny_config(), ops);
       {
         torch::NoGradGuard no_grad;
         for (auto& item : theirs->named_parameters()) item.value().copy_(ours->named_parameters()[item.key()]);
@@ -301,8 +299,7 @@ TEST(FusedAdamW, ClippedStepsEqualClipGradNormThenStep) {
       tc.optimizer = muon ? train::OptimizerKind::kMuon : train::OptimizerKind::kAdamW;
       const auto ours_groups = train::split_decay_groups(*ours, 1.0, {}, muon);
       const auto theirs_groups = train::split_decay_groups(*theirs, 1.0, {}, muon);
-      train::RunOptimizer ours_opt(ours_groups, tc), theirs_opt(theirs_groups, tc);
-      model::kernels::set_mode(mode);
+      train::RunOptimizer ours_opt(ours_groups, tc, ops), theirs_opt(theirs_groups, tc, ops);
       for (int step = 1; step <= 3; ++step) {
         for (auto& item : ours->named_parameters()) {
           const auto g = torch::randn(item.value().sizes()) * (step == 2 ? 1e-4 : 1.0);  // step 2: under the clip norm
@@ -317,7 +314,7 @@ TEST(FusedAdamW, ClippedStepsEqualClipGradNormThenStep) {
       }
       for (auto& item : ours->named_parameters()) {
         EXPECT_TRUE(torch::equal(item.value(), theirs->named_parameters()[item.key()]))
-            << item.key() << (muon ? " muon" : " adamw") << (mode == model::kernels::Mode::kFused ? " fused" : " plain");
+            << item.key() << (muon ? " muon" : " adamw") << " " << ops->name();
       }
     }
   }
@@ -336,16 +333,18 @@ TEST(FastPath, TwoBlasThreadsFollowTheOneThreadLosses) {
   expect_same_losses(runs[0], runs[1]);
 }
 
-// The fused kernels (run.kernels fused, the default) against the plain path: the first 20 losses from
-// a fixed seed within 1e-4; the log says which path ran.
+// The fused set (run.kernels fused; auto's choice on a CPU) against the reference set, through the binary:
+// the first 20 losses from a fixed seed within 1e-4; the log says which set ran and why.
 TEST(FastPath, FusedKernelsFollowThePlainLosses) {
   ScratchDir dir("kernels");
   std::vector<std::string> logs;
   std::vector<std::vector<std::string>> runs;
-  ASSERT_NO_FATAL_FAILURE(tiny_runs(dir, {"--set run.kernels=plain --set run.blas_threads=2",
-                                          "--set run.kernels=fused --set run.blas_threads=2"}, logs, runs));
-  EXPECT_NE(logs[0].find("(plain kernels, OpenBLAS 2)"), std::string::npos) << logs[0];
-  EXPECT_NE(logs[1].find("(fused kernels, OpenBLAS 1)"), std::string::npos) << logs[1];
+  ASSERT_NO_FATAL_FAILURE(tiny_runs(dir, {"--set run.kernels=reference --set run.blas_threads=2",
+                                          "--set run.kernels=auto --set run.blas_threads=2"}, logs, runs));
+  EXPECT_NE(logs[0].find("(reference ops, OpenBLAS 2)"), std::string::npos) << logs[0];
+  EXPECT_NE(logs[0].find("reference ops (run.kernels reference)"), std::string::npos) << logs[0];
+  EXPECT_NE(logs[1].find("(fused ops, OpenBLAS 1)"), std::string::npos) << logs[1];
+  EXPECT_NE(logs[1].find("fused ops (run.kernels auto): CPU float32"), std::string::npos) << logs[1];
   expect_same_losses(runs[0], runs[1]);
   EXPECT_NE(std::stod(runs[0][0]), std::stod(runs[0][19])) << "the loss never moved";
 }

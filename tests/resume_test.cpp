@@ -35,16 +35,16 @@ TEST(Resume, SigtermThenResumeIsBitwiseIdenticalToAStraightRun) {
   auto straight = run_lmtrain(config(dir, "straight", N) + every3);
   ASSERT_EQ(straight.exit_code, 0) << straight.output;
 
-  pid_t pid = spawn_lmtrain(config(dir, "split", N) + every3, dir / "split1.log", "LMTRAIN_TEST_STEP_DELAY_MS=150");
-  ASSERT_TRUE(wait_for([&] { return losses(dir / "split").size() >= 2; })) << slurp(dir / "split1.log");
-  ::kill(pid, SIGTERM);
+  pid_t pid = spawn_lmtrain(config(dir, "split", N) + every3, dir / "split1.log", hold_at(dir, "step:7"));
+  ASSERT_TRUE(held(dir, "step:7")) << slurp(dir / "split1.log");
+  ::kill(pid, SIGTERM);  // after step 7, inside the log window of steps 7-9
   EXPECT_EQ(wait_exit(pid), 143) << slurp(dir / "split1.log");
   const std::string log1 = slurp(dir / "split1.log");
   EXPECT_NE(log1.find("stopped by SIGTERM"), std::string::npos) << log1;
   const std::string latest = slurp(dir / "split" / "latest");
   ASSERT_FALSE(latest.empty());
   const int64_t k = std::stoll(latest.substr(5));
-  EXPECT_LT(k, N) << "the signal came too late to test anything";
+  EXPECT_EQ(k, 7) << "the stop came after the step it was held at";
   EXPECT_EQ(run_lmtrain("ckpt verify " + (dir / "split").string()).exit_code, 0);
 
   auto resumed = run_lmtrain(config(dir, "split", N) + every3 + " --resume auto");
@@ -60,16 +60,10 @@ TEST(Resume, SigtermThenResumeIsBitwiseIdenticalToAStraightRun) {
 
 TEST(Resume, KillDuringASaveLeavesThePreviousCheckpointAndAutoResumeWorks) {
   ScratchDir dir("kill9");
-  pid_t pid = spawn_lmtrain(config(dir, "run", 12), dir / "run.log", "LMTRAIN_TEST_SAVE_PAUSE_MS=400");
-  // The first checkpoint (step 4) commits; kill while the next one (best or step 8) is being written.
-  ASSERT_TRUE(wait_for([&] { return fs::exists(dir / "run" / "step_00000004" / "manifest.json"); })) << slurp(dir / "run.log");
-  ASSERT_TRUE(wait_for([&] {
-    for (auto& e : fs::directory_iterator(dir / "run")) {
-      auto n = e.path().filename().string();
-      if (n.rfind("step_00000008.tmp-", 0) == 0 && fs::exists(e.path() / "model.safetensors")) return true;
-    }
-    return false;
-  })) << slurp(dir / "run.log");
+  pid_t pid = spawn_lmtrain(config(dir, "run", 12), dir / "run.log", hold_at(dir, "save:step_00000008:file"));
+  // The first checkpoint (step 4) commits; kill while the next one (step 8) is being written.
+  ASSERT_TRUE(held(dir, "save:step_00000008:file")) << slurp(dir / "run.log");
+  ASSERT_TRUE(fs::exists(dir / "run" / "step_00000004" / "manifest.json")) << slurp(dir / "run.log");
   ::kill(pid, SIGKILL);
   EXPECT_EQ(wait_exit(pid), 128 + SIGKILL);
   EXPECT_FALSE(fs::exists(dir / "run" / "step_00000008"));
@@ -202,8 +196,8 @@ TEST(Resume, TheReleaseBinaryIgnoresFaultVariables) {
   auto faulty = run_lmtrain_faults("LMTRAIN_TEST_NAN_STEP=2", config(dir, "faulty", 4));
   EXPECT_EQ(faulty.exit_code, 5) << faulty.output;
   // ... the release binary trains normally, with the same losses as a run without the variables.
-  const std::string all = "LMTRAIN_TEST_NAN_STEP=1 LMTRAIN_TEST_FAIL_SAVE=step_00000004 LMTRAIN_TEST_STEP_DELAY_MS=1 "
-                          "LMTRAIN_TEST_SAVE_PAUSE_MS=1";
+  const std::string all = "LMTRAIN_TEST_NAN_STEP=1 LMTRAIN_TEST_FAIL_SAVE=step_00000004 LMTRAIN_TEST_INF_GRAD_STEP=2 "
+                          "LMTRAIN_TEST_KILL_SAVE=step_00000004:file " + hold_at(dir, "step:1");
   auto r = run_command("env " + all + " " + std::string(LMTRAIN_BINARY) + " " + config(dir, "release", 4));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(r.output.find("non-finite"), std::string::npos) << r.output;

@@ -126,7 +126,7 @@ inline RunResult run_lmtrain_faults(const std::string& faults, const std::string
 }
 
 /// Starts `lmtrain args` in the background (via `sh -c "exec ..."`, so the pid is lmtrain's own), with
-/// stdout and stderr going to `log`. Returns the pid. With `faults` (e.g. "LMTRAIN_TEST_STEP_DELAY_MS=150")
+/// stdout and stderr going to `log`. Returns the pid. With `faults` (e.g. hold_at(dir, "step:3"))
 /// the test build lmtrain_faults runs instead, with those variables set.
 inline pid_t spawn_lmtrain(const std::string& args, const fs::path& log, const std::string& faults = "") {
   const std::string exe = faults.empty() ? std::string(LMTRAIN_BINARY) : "env " + faults + " " + LMTRAIN_FAULTS_BINARY;
@@ -204,5 +204,24 @@ inline bool wait_for(const std::function<bool()>& cond, int timeout_ms = 60000) 
   }
   return false;
 }
+
+/// lmtrain_faults variables that hold the run at each of `events` ("step:3,save:step_00000002:file"; the
+/// events are listed in util/faults.h), the first time it gets there, until it receives a stop signal or
+/// let_go(): no delay decides when a test's signal lands.
+inline std::string hold_at(const fs::path& dir, const std::string& events) {
+  return "LMTRAIN_TEST_HOLD_DIR=" + dir.string() + " LMTRAIN_TEST_HOLD=" + events;
+}
+
+/// Waits until a process spawned with hold_at(dir, ...) is held at `event` (in a multi-process run,
+/// "EVENT@RANK"): the file it writes there exists.
+inline bool held(const fs::path& dir, const std::string& event) {
+  return wait_for([&] { return fs::exists(dir / event); });
+}
+
+/// Lets a process held at `event` go on without a signal.
+inline void let_go(const fs::path& dir, const std::string& event) { std::ofstream(dir / (event + ".go")) << "go\n"; }
+inline std::string hold_at(const ScratchDir& dir, const std::string& events) { return hold_at(dir.path(), events); }
+inline bool held(const ScratchDir& dir, const std::string& event) { return held(dir.path(), event); }
+inline void let_go(const ScratchDir& dir, const std::string& event) { let_go(dir.path(), event); }
 
 }  // namespace lm::test

@@ -14,6 +14,7 @@
 
 #include "checkpoint/tensor_files.h"
 #include "util/errors.h"
+#include "util/faults.h"
 #include "util/fs.h"
 #include "util/hash.h"
 
@@ -22,53 +23,40 @@ namespace {
 
 using json = nlohmann::json;
 
-json state_to_json(const TrainerState& s) {
-  auto num = [](double v) { return std::isfinite(v) ? json(v) : json(nullptr); };
-  return json{{"step", s.step},
-              {"tokens_seen", s.tokens_seen},
-              {"data_cursor", s.data_cursor},
-              {"world_size", s.world_size},
-              {"last_val_loss", num(s.last_val_loss)},
-              {"last_val_bpb", num(s.last_val_bpb)},
-              {"best_val_loss", num(s.best_val_loss)},
-              {"evals_without_improvement", s.evals_without_improvement},
-              {"early_stopped", s.early_stopped},
-              {"consecutive_skips", s.consecutive_skips},
-              {"log_window_loss_sum", s.log_window_loss_sum},
-              {"log_window_steps", s.log_window_steps},
-              {"torch_rng_state", s.torch_rng_state},
-              {"data",
-               {{"tokenizer_sha256", s.data.tokenizer_sha256},
-                {"train_source_sha256", s.data.train_source_sha256},
-                {"val_source_sha256", s.data.val_source_sha256},
-                {"train_tokens", s.data.train_tokens},
-                {"val_tokens", s.data.val_tokens}}}};
+// A member added to TrainerState or DataIdentity changes its size: list it in visit_state_fields or
+// visit_identity_fields (checkpoint.h), then update these.
+static_assert(sizeof(DataIdentity) == 3 * sizeof(std::string) + 2 * sizeof(uint64_t),
+              "DataIdentity changed: list the new field in visit_identity_fields");
+static_assert(sizeof(TrainerState) == 12 * sizeof(int64_t) + sizeof(std::string) + sizeof(DataIdentity),
+              "TrainerState changed: list the new field in visit_state_fields");
+
+json field_json(int64_t v) { return v; }
+json field_json(uint64_t v) { return v; }
+json field_json(bool v) { return v; }
+json field_json(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
+json field_json(const std::string& v) { return v; }
+json field_json(const DataIdentity& d) {
+  json j = json::object();
+  visit_identity_fields(d, [&](const char* key, const auto& v, Presence) { j[key] = field_json(v); });
+  return j;
 }
 
-TrainerState state_from_json(const json& j) {
-  auto num = [&](const char* k) { return j.at(k).is_null() ? NAN : j.at(k).get<double>(); };
+void field_from(const json& j, int64_t& v) { v = j.get<int64_t>(); }
+void field_from(const json& j, uint64_t& v) { v = j.get<uint64_t>(); }
+void field_from(const json& j, bool& v) { v = j.get<bool>(); }
+void field_from(const json& j, double& v) { v = j.is_null() ? NAN : j.get<double>(); }
+void field_from(const json& j, std::string& v) { v = j.get<std::string>(); }
+void field_from(const json& j, DataIdentity& d) {
+  visit_identity_fields(d, [&](const char* key, auto& v, Presence p) {
+    if (p == Presence::kRequired || j.contains(key)) field_from(j.at(key), v);
+  });
+}
+
+TrainerState state_from(const json& j) {
   TrainerState s;
-  s.step = j.at("step").get<int64_t>();
-  s.tokens_seen = j.at("tokens_seen").get<int64_t>();
-  s.data_cursor = j.at("data_cursor").get<uint64_t>();
-  s.world_size = j.value("world_size", int64_t{1});
-  s.last_val_loss = num("last_val_loss");
-  s.last_val_bpb = j.contains("last_val_bpb") ? num("last_val_bpb") : NAN;  // checkpoints before bits per byte
-  s.best_val_loss = num("best_val_loss");
-  s.evals_without_improvement = j.value("evals_without_improvement", int64_t{0});
-  s.early_stopped = j.value("early_stopped", false);
-  s.consecutive_skips = j.value("consecutive_skips", int64_t{0});
-  s.log_window_loss_sum = j.value("log_window_loss_sum", 0.0);
-  s.log_window_steps = j.value("log_window_steps", int64_t{0});
-  s.torch_rng_state = j.value("torch_rng_state", std::string());
-  if (j.contains("data")) {
-    const auto& d = j.at("data");
-    s.data.tokenizer_sha256 = d.value("tokenizer_sha256", std::string());
-    s.data.train_source_sha256 = d.value("train_source_sha256", std::string());
-    s.data.val_source_sha256 = d.value("val_source_sha256", std::string());
-    s.data.train_tokens = d.value("train_tokens", uint64_t{0});
-    s.data.val_tokens = d.value("val_tokens", uint64_t{0});
-  }
+  visit_state_fields(s, [&](const char* key, auto& v, Presence p) {
+    if (p == Presence::kRequired || j.contains(key)) field_from(j.at(key), v);
+  });
   return s;
 }
 
@@ -89,6 +77,14 @@ bool plain_name(const std::string& n) {
 
 }  // namespace
 
+std::string trainer_state_json(const TrainerState& s) {
+  json j = json::object();
+  visit_state_fields(s, [&](const char* key, const auto& v, Presence) { j[key] = field_json(v); });
+  return j.dump(2) + "\n";
+}
+
+TrainerState trainer_state_from_json(const std::string& text) { return state_from(json::parse(text)); }
+
 // ". Hint: pass RUN/step_N, the newest" when the run directory holds checkpoints.
 static std::string newest_hint(const fs::path& run_dir) {
   auto all = list_checkpoints(run_dir);
@@ -106,33 +102,30 @@ static void verify_files(const fs::path& dir, const json& m);
 fs::path save_checkpoint(const fs::path& run_dir, const std::string& name, const SaveRequest& req) {
   fs::path final_dir = run_dir / name;
   fs::path tmp = run_dir / (name + "." + util::temp_suffix());
-  // Test builds: die here the way a power cut or kill -9 would (util/faults.h).
-  auto maybe_die = [&](const char* phase) {
-    if (!req.faults.kill_save.empty() && req.faults.kill_save == name + ":" + phase) ::raise(SIGKILL);
-  };
+  // Test builds may hold or kill the process at each phase (util/faults.h).
+  auto reached = [&](const char* phase) { util::fault_hooks().reached("save:" + name + ":" + phase); };
   try {
     fs::create_directories(tmp);
     std::vector<std::pair<std::string, std::string>> files;
     files.emplace_back("model.safetensors", weights_bytes(*req.model));
     if (req.optimizer) files.emplace_back("optimizer.pt", optimizer_bytes(*req.optimizer, *req.model, req.muon_state));
-    files.emplace_back("trainer_state.json", state_to_json(req.state).dump(2) + "\n");
+    files.emplace_back("trainer_state.json", trainer_state_json(req.state));
     files.emplace_back("config.yaml", req.config_yaml);
     files.emplace_back("arch.json", json(req.model->config()).dump(2) + "\n");
     files.emplace_back("tokenizer.model", util::read_file(req.tokenizer_model, "tokenizer model"));
     json manifest{{"format_version", kFormatVersion}, {"files", json::array()}};
     for (auto& [fname, bytes] : files) {
-      if (name == req.faults.fail_save && fname != files.front().first) {
+      if (fname != files.front().first && util::fault_hooks().fail_save(name)) {
         throw SaveError("[checkpoint] writing " + (tmp / fname).string() +
                         " failed: No space left on device (injected fault, test build)");
       }
       util::write_file_synced(tmp / fname, bytes);
       manifest["files"].push_back({{"name", fname}, {"bytes", bytes.size()}, {"sha256", util::sha256_hex(bytes)}});
-      if (req.faults.save_pause_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(req.faults.save_pause_ms));
-      maybe_die("file");
+      reached("file");
     }
     util::write_file_synced(tmp / "manifest.json", manifest.dump(2) + "\n");
     util::fsync_dir(tmp);
-    maybe_die("manifest");
+    reached("manifest");
     // Replacing (e.g. `best`): move the old one aside first, so a crash leaves one of the two intact.
     fs::path old = run_dir / (name + ".old-" + util::temp_suffix());
     const bool had_old = fs::exists(final_dir);
@@ -144,13 +137,13 @@ fs::path save_checkpoint(const fs::path& run_dir, const std::string& name, const
       throw SaveError("[checkpoint] cannot rename '" + tmp.string() + "' into place");
     }
     util::fsync_dir(run_dir);
-    maybe_die("renamed");
+    reached("renamed");
     if (had_old) {
       std::error_code ec;
       fs::remove_all(old, ec);  // committed already; a leftover is cleaned by the next resume
     }
     if (req.update_latest) util::atomic_write_file(run_dir / "latest", name + "\n");
-    maybe_die("latest");
+    reached("latest");
   } catch (const std::exception& e) {
     std::error_code ec;
     fs::remove_all(tmp, ec);
@@ -265,7 +258,7 @@ fs::path resolve_checkpoint(const fs::path& user_path) {
 
 TrainerState read_trainer_state(const fs::path& dir) {
   try {
-    return state_from_json(read_json(dir / "trainer_state.json"));
+    return state_from(read_json(dir / "trainer_state.json"));
   } catch (const json::exception& e) {
     throw CheckpointError("[checkpoint] '" + dir.string() + "' has a malformed trainer_state.json: " + e.what());
   }

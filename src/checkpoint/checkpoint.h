@@ -26,7 +26,6 @@
 #include "checkpoint/tensor_files.h"
 #include "model/gpt.h"
 #include "model/gpt_config.h"
-#include "util/faults.h"
 
 namespace lm::checkpoint {
 
@@ -61,6 +60,44 @@ struct TrainerState {
   DataIdentity data;
 };
 
+/// Whether a trainer_state.json written before a field existed may lack it (it then keeps its default).
+enum class Presence { kRequired, kMayLack };
+
+/// Every field of DataIdentity and of TrainerState, once, in order, with its trainer_state.json key and
+/// presence: JSON in and out walk these lists (checkpoint.cpp), whose static_asserts fail until a new member
+/// is listed. `visit(key, field, presence)` gets int64_t&, uint64_t&, double& (NaN is JSON null), bool&,
+/// std::string& or DataIdentity& (its own object, "data").
+template <class Identity, class Visit>
+void visit_identity_fields(Identity& d, Visit&& visit) {
+  visit("tokenizer_sha256", d.tokenizer_sha256, Presence::kMayLack);
+  visit("train_source_sha256", d.train_source_sha256, Presence::kMayLack);
+  visit("val_source_sha256", d.val_source_sha256, Presence::kMayLack);
+  visit("train_tokens", d.train_tokens, Presence::kMayLack);
+  visit("val_tokens", d.val_tokens, Presence::kMayLack);
+}
+template <class State, class Visit>
+void visit_state_fields(State& s, Visit&& visit) {
+  visit("step", s.step, Presence::kRequired);
+  visit("tokens_seen", s.tokens_seen, Presence::kRequired);
+  visit("data_cursor", s.data_cursor, Presence::kRequired);
+  visit("world_size", s.world_size, Presence::kMayLack);
+  visit("last_val_loss", s.last_val_loss, Presence::kRequired);
+  visit("last_val_bpb", s.last_val_bpb, Presence::kMayLack);
+  visit("best_val_loss", s.best_val_loss, Presence::kRequired);
+  visit("evals_without_improvement", s.evals_without_improvement, Presence::kMayLack);
+  visit("early_stopped", s.early_stopped, Presence::kMayLack);
+  visit("consecutive_skips", s.consecutive_skips, Presence::kMayLack);
+  visit("log_window_loss_sum", s.log_window_loss_sum, Presence::kMayLack);
+  visit("log_window_steps", s.log_window_steps, Presence::kMayLack);
+  visit("torch_rng_state", s.torch_rng_state, Presence::kMayLack);
+  visit("data", s.data, Presence::kMayLack);
+}
+
+/// trainer_state.json's text for `s` (every listed field), and `s` from that text (a field marked kMayLack
+/// may be missing). Throws nlohmann::json::exception on a missing required field or a wrong type.
+std::string trainer_state_json(const TrainerState& s);
+TrainerState trainer_state_from_json(const std::string& text);
+
 /// What a save needs. Pointers are borrowed for the duration of the call.
 struct SaveRequest {
   const model::GptImpl* model = nullptr;
@@ -70,7 +107,6 @@ struct SaveRequest {
   std::string config_yaml;
   fs::path tokenizer_model;
   bool update_latest = true;  ///< point RUN/latest at it (false for `best`)
-  util::Faults faults;        ///< test builds only: pause after each file, or fail a named save
 };
 
 /// Writes RUN/NAME atomically and, when asked, points RUN/latest at it. An existing RUN/NAME is replaced

@@ -71,7 +71,8 @@ std::string optimizer_bytes(const torch::optim::AdamW& opt, const model::GptImpl
   return dict_bytes(dict);
 }
 
-void load_weights(model::GptImpl& model, const fs::path& dir, bool head_from_tok_emb) {
+void load_weights(model::GptImpl& model, const fs::path& dir, MissingHead missing_head) {
+  const bool head_from_tok_emb = missing_head == MissingHead::kFromTokEmb;
   const fs::path file = weights_file(dir);
   std::map<std::string, torch::Tensor> stored;
   if (file.extension() == ".safetensors") {

@@ -43,10 +43,13 @@ std::filesystem::path weights_file(const std::filesystem::path& dir);
 std::string optimizer_bytes(const torch::optim::AdamW& opt, const model::GptImpl& m,
                             const std::map<std::string, torch::Tensor>& other = {});
 
+/// What load_weights does when the model has a head.weight and the checkpoint has none (it was tied).
+enum class MissingHead { kRefuse, kFromTokEmb };
+
 /// Copies the weights of checkpoint directory `dir` (weights_file) into `model`, checking every name, dtype
-/// and shape first. With `head_from_tok_emb`, a missing head.weight is taken from the stored tok_emb.weight
+/// and shape first. With kFromTokEmb, a missing head.weight is taken from the stored tok_emb.weight
 /// (untying a tied checkpoint). Throws CheckpointError on a missing, extra, misshapen or non-F32 tensor.
-void load_weights(model::GptImpl& model, const std::filesystem::path& dir, bool head_from_tok_emb = false);
+void load_weights(model::GptImpl& model, const std::filesystem::path& dir, MissingHead missing_head = MissingHead::kRefuse);
 
 /// Copies `stored` (lmtrain name -> tensor) into `model`, checking every name, dtype (F32) and shape before
 /// copying any; `origin` names the source in errors. Throws CheckpointError on a missing, extra, misshapen

@@ -7,7 +7,7 @@
 
 namespace lm::cli {
 
-int run(int argc, char** argv, const util::Faults& faults) {
+int run(int argc, char** argv) {
   util::keep_freed_memory();
   set_command_line(argc, argv);
   CLI::App app;
@@ -15,13 +15,13 @@ int run(int argc, char** argv, const util::Faults& faults) {
   describe_app(app, verbose);
   add_tokenizer_commands(app);
   add_data_commands(app);
-  add_train_commands(app, faults);
+  add_train_commands(app);
   add_sample_commands(app);
   add_checkpoint_commands(app);
   add_plot_commands(app);
   add_report_commands(app);
   add_inspect_commands(app);
-  add_finetune_commands(app, faults);
+  add_finetune_commands(app);
   add_export_commands(app);
   add_import_commands(app);
   return parse_and_run(app, argc, argv);

@@ -2,12 +2,10 @@
 // them to exit codes (docs/ARCHITECTURE.md "Errors and exit codes"; docs/errors.md lists them).
 #pragma once
 
-#include "util/faults.h"
 
 namespace lm::cli {
 
-/// Parses argv, runs the chosen subcommand, returns the process exit code. `faults` reach the trainer
-/// and the checkpoint saver; only the test build's main passes any (util/faults.h).
-int run(int argc, char** argv, const util::Faults& faults = {});
+/// Parses argv, runs the chosen subcommand, returns the process exit code.
+int run(int argc, char** argv);
 
 }  // namespace lm::cli

@@ -32,10 +32,7 @@ void add_checkpoint_commands(CLI::App& app) {
     auto m = nlohmann::json::parse(util::read_file(d / "manifest.json"));
     auto loss = [](double v) { return std::isfinite(v) ? std::to_string(v) : std::string("-"); };
     std::cout << "checkpoint   " << d.string() << "\n"
-              << "arch         V=" << arch.vocab_size << " C=" << arch.d_model << " L=" << arch.n_layers
-              << " H=" << arch.n_heads << " T=" << arch.max_seq_len << " mlp=" << arch.mlp_ratio << "x positions "
-              << model::to_string(arch.positions) << ", " << (arch.tie_embeddings ? "tied" : "untied")
-              << " head, embedding_scale " << model::to_string(arch.embedding_scale) << "\n"
+              << "arch         " << model::describe(arch) << "\n"
               << "step         " << st.step << "\n"
               << "tokens seen  " << st.tokens_seen << "\n"
               << "val loss     " << loss(st.last_val_loss) << " (best " << loss(st.best_val_loss) << "), "

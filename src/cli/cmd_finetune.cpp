@@ -73,7 +73,8 @@ class Reporter {
       : cfg_(cfg), run_dir_(cfg.run.dir), base_(checkpoint::load_checkpoint(from)), tok_(base_.tokenizer_model),
         original_split_(std::move(original_split)) {}
 
-  void operator()(model::GptImpl& model, int64_t step, bool final) {
+  void operator()(model::GptImpl& model, int64_t step, train::ReportKind kind) {
+    const bool final = kind == train::ReportKind::kFinal;
     if (counts_.empty()) counts_ = inspect::token_counts((run_dir_ / "train.bin").string(), model.config().vocab_size);
     nlohmann::json drift = nlohmann::json::array();
     auto report = [&](const std::string& name, const torch::Tensor& before, const torch::Tensor& after) {
@@ -94,12 +95,14 @@ class Reporter {
     const fs::path orig_text = original_text(), orig_bin = run_dir_ / "original_val.bin";
     if (!data::token_file_is_current(orig_text, tok_, orig_bin)) data::prepare_corpus(orig_text, tok_, orig_bin);
     data::TokenFile new_val(run_dir_ / "val.bin"), old_val(orig_bin);
-    // "before" is measured where and how "after" is: same device, same precision of products
-    base_.model->to(model.device());
-    base_.model->set_compute_dtype(model.compute_dtype());
+    // "before" is measured where and how "after" is: the starting weights in a model with the same
+    // operations (the same products and precision), on the same device
+    model::Gpt before(base_.arch, model.ops());
+    checkpoint::load_weights(*before, base_.dir);
+    before->to(model.device());
     const int64_t B = cfg_.train.batch_size;
-    const double new_before = train::evaluate(*base_.model, new_val, B, 0).loss, new_after = train::evaluate(model, new_val, B, 0).loss;
-    const double old_before = train::evaluate(*base_.model, old_val, B, 0).loss, old_after = train::evaluate(model, old_val, B, 0).loss;
+    const double new_before = train::evaluate(*before, new_val, B, 0).loss, new_after = train::evaluate(model, new_val, B, 0).loss;
+    const double old_before = train::evaluate(*before, old_val, B, 0).loss, old_after = train::evaluate(model, old_val, B, 0).loss;
     std::printf("forgetting report (validation loss, nats/token, whole files)\n");
     std::printf("  %-44s %9s %9s %9s\n", "", "before", "after", "change");
     const std::string new_name = cfg_.data.val.empty() ? (run_dir_ / "val.txt").string() : cfg_.data.val;
@@ -135,7 +138,7 @@ class Reporter {
 
 }  // namespace
 
-void add_finetune_commands(CLI::App& app, const util::Faults& faults) {
+void add_finetune_commands(CLI::App& app) {
   struct Opts {
     std::string from, config, resume, device;
     std::vector<std::string> overrides;
@@ -153,7 +156,7 @@ void add_finetune_commands(CLI::App& app, const util::Faults& faults) {
   ft->add_option("--device", o->device, "overrides run.device: auto | cpu | cuda | cuda:N");
   ft->add_flag("--overwrite", o->overwrite, "delete checkpoints of an earlier run in run.dir instead of refusing");
   add_nproc_option(ft, o->nproc);
-  ft->callback([o, faults] {
+  ft->callback([o] {
     auto overrides = o->overrides;
     if (!o->device.empty()) overrides.push_back("run.device=" + o->device);  // checked like the key
     config::RunConfig cfg = config::load_config(o->config, overrides);
@@ -167,19 +170,19 @@ void add_finetune_commands(CLI::App& app, const util::Faults& faults) {
     const std::string yaml = config::dump_config(cfg);
     if (o->nproc > 1) return launch_local_ranks(o->nproc, cfg);
     RunProcess process(cfg);
-    train::TrainJob job = make_train_job(cfg, yaml, o->overwrite, o->resume, process.group());
+    train::TrainJob job = make_train_job(cfg, yaml, o->overwrite ? train::Overwrite::kDelete : train::Overwrite::kRefuse,
+                                         train::ResumeSpec::parse(o->resume), process.group());
     // a fine-tune is finished once its reports are written too (they follow the final save)
     if (fs::is_regular_file(fs::path(cfg.run.dir) / "forgetting.json") && already_finished(job, process.is_root())) {
       return process.finish();
     }
     job.init_from = from;
-    job.faults = faults;
     job.freeze = train::freeze_prefixes(cfg.finetune);
     job.embedding_lr_scale = cfg.finetune.embedding_lr_scale;
     job.unfreeze = train::unfreeze_prefixes(cfg.finetune);
     job.unfreeze_after = cfg.finetune.unfreeze_embeddings_after;
     auto reporter = std::make_shared<Reporter>(cfg, from, original_split);
-    job.on_report = [reporter](model::GptImpl& m, int64_t step, bool final) { (*reporter)(m, step, final); };
+    job.on_report = [reporter](model::GptImpl& m, int64_t step, train::ReportKind kind) { (*reporter)(m, step, kind); };
     job.report_every = cfg.finetune.drift_every;
     spdlog::info("fine-tune run dir {}, from {}", cfg.run.dir, from.string());
     auto result = train::run_training(job);

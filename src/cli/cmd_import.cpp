@@ -38,10 +38,8 @@ void import_checkpoint(const fs::path& from, const fs::path& out) {
   req.update_latest = false;
   fs::create_directories(parent);
   const fs::path dir = checkpoint::save_checkpoint(parent, out.filename().string(), req);
-  std::cout << "wrote checkpoint " << dir.string() << " from " << from.string() << ": V=" << imported.arch.vocab_size
-            << " C=" << imported.arch.d_model << " L=" << imported.arch.n_layers << " H=" << imported.arch.n_heads
-            << " T=" << imported.arch.max_seq_len << ", " << (imported.arch.tie_embeddings ? "tied" : "untied")
-            << " head, learned positions\n";
+  std::cout << "wrote checkpoint " << dir.string() << " from " << from.string() << ": "
+            << model::describe(imported.arch) << "\n";
 }
 
 }  // namespace

@@ -53,8 +53,7 @@ void print_shapes(model::GptImpl& m, const fs::path& bin, const std::string& tok
   }
   std::string source;
   auto [x, y] = shape_batch(bin, tokenizer_sha, a.vocab_size, B, a.max_seq_len, source);
-  std::cout << "B=" << B << " T=" << a.max_seq_len << " C=" << a.d_model << " V=" << a.vocab_size << " L=" << a.n_layers
-            << " H=" << a.n_heads << "; input: " << source << "\n"
+  std::cout << "B=" << B << " " << model::describe(a) << "; input: " << source << "\n"
             << inspect::format_stages(inspect::trace_stages(m, x, y))
             << util::with_commas(inspect::count_params(a).total) << " parameters\n";
 }
@@ -92,9 +91,7 @@ void add_model_reading_commands(CLI::App& inspect) {
     } else {
       throw ConfigError("[inspect] params: expected --checkpoint, --config, or --vocab with --d-model");
     }
-    std::cout << what << ": V=" << arch.vocab_size << " C=" << arch.d_model << " L=" << arch.n_layers << " H=" << arch.n_heads
-              << " T=" << arch.max_seq_len << " mlp=" << arch.mlp_ratio << "x, " << model::to_string(arch.positions)
-              << " positions, " << (arch.tie_embeddings ? "tied" : "untied") << " head\n"
+    std::cout << what << ": " << model::describe(arch) << "\n"
               << inspect::format_params(arch, inspect::count_params(arch)) << "\n"
               << inspect::format_table_arithmetic(arch.vocab_size, arch.d_model);
   });

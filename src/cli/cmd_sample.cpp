@@ -179,7 +179,7 @@ void warn_unknown_characters(const tokenizer::Tokenizer& tok, const std::string&
 }
 
 bool move_to_device(model::GptImpl& model, const std::string& spec) {
-  const torch::Device device = util::resolve_device(spec);
+  const torch::Device device = util::resolve_device(util::parse_device(spec));
   if (device.is_cpu()) return false;
   model.to(device);
   spdlog::info("device {}", util::describe_device(device));

@@ -39,8 +39,8 @@ void set_held_out_split(train::TrainJob& job, const config::RunConfig& cfg) {
 
 }  // namespace
 
-train::TrainJob make_train_job(const config::RunConfig& cfg, const std::string& yaml, bool overwrite,
-                               const std::string& resume, dist::Group* group) {
+train::TrainJob make_train_job(const config::RunConfig& cfg, const std::string& yaml, train::Overwrite overwrite,
+                               const train::ResumeSpec& resume, dist::Group* group) {
   train::TrainJob job;
   job.run_dir = cfg.run.dir;
   job.seed = cfg.run.seed;
@@ -60,7 +60,7 @@ train::TrainJob make_train_job(const config::RunConfig& cfg, const std::string& 
   job.config_yaml = yaml;
   job.overwrite = overwrite;
   job.group = group;
-  if (!resume.empty()) {
+  if (resume.kind != train::ResumeSpec::Kind::kFresh) {
     // Resolve here so a changed non-architectural setting can be reported against the checkpoint's config.
     // Only rank 0 looks at run.dir (the choice may rewrite `latest`); it tells the others.
     auto select = [&] { return train::select_resume_checkpoint(cfg.run.dir, resume, overwrite).string(); };
@@ -113,7 +113,7 @@ bool already_finished(const train::TrainJob& job, bool root) {
   return true;
 }
 
-void add_train_commands(CLI::App& app, const util::Faults& faults) {
+void add_train_commands(CLI::App& app) {
   struct Opts {
     std::string config;
     std::vector<std::string> overrides;
@@ -133,7 +133,7 @@ void add_train_commands(CLI::App& app, const util::Faults& faults) {
   train->add_flag("--list-keys", o->list_keys, "print every config key, its default and its meaning (tab-separated) and exit");
   add_nproc_option(train, o->nproc);
   train->add_flag("--dry-run", o->dry_run, "push one batch through the configured model, print every stage's shape, exit");
-  train->callback([o, faults] {
+  train->callback([o] {
     if (o->list_keys) {
       for (auto& k : config::config_keys()) std::cout << k.key << "\t" << k.default_value << "\t" << k.help << "\n";
       return;
@@ -147,9 +147,9 @@ void add_train_commands(CLI::App& app, const util::Faults& faults) {
     if (o->dry_run) return run_dry_run(cfg);
     if (o->nproc > 1) return launch_local_ranks(o->nproc, cfg);
     RunProcess process(cfg);
-    train::TrainJob job = make_train_job(cfg, yaml, o->overwrite, o->resume, process.group());
+    train::TrainJob job = make_train_job(cfg, yaml, o->overwrite ? train::Overwrite::kDelete : train::Overwrite::kRefuse,
+                                         train::ResumeSpec::parse(o->resume), process.group());
     if (already_finished(job, process.is_root())) return process.finish();
-    job.faults = faults;
     spdlog::info("run dir {}, config {}", cfg.run.dir, o->config.empty() ? "(defaults)" : o->config);
     auto result = train::run_training(job);
     process.finish();

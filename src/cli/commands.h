@@ -5,7 +5,6 @@
 
 #include <string>
 
-#include "util/faults.h"
 
 namespace lm::model {
 class GptImpl;
@@ -17,8 +16,8 @@ class Tokenizer;
 namespace lm::cli {
 
 void add_tokenizer_commands(CLI::App& app);  ///< tokenizer train|stats|encode|decode (cmd_tokenizer.cpp)
-void add_train_commands(CLI::App& app, const util::Faults& faults);     ///< train (cmd_train.cpp)
-void add_finetune_commands(CLI::App& app, const util::Faults& faults);  ///< finetune (cmd_finetune.cpp)
+void add_train_commands(CLI::App& app);     ///< train (cmd_train.cpp)
+void add_finetune_commands(CLI::App& app);  ///< finetune (cmd_finetune.cpp)
 void add_sample_commands(CLI::App& app);      ///< sample (cmd_sample.cpp)
 void add_checkpoint_commands(CLI::App& app);  ///< ckpt verify|info (cmd_ckpt.cpp)
 void add_plot_commands(CLI::App& app);        ///< plot (cmd_plot.cpp)

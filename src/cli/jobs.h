@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "train/resume.h"
 #include "train/train_job.h"
 #include "util/run_lock.h"
 
@@ -16,11 +17,10 @@ class Group;
 
 namespace lm::cli {
 
-/// The TrainJob of a config (cmd_train.cpp). A `resume` spec ("auto" or a path) is resolved to the
-/// checkpoint once, here (by rank 0 of a group, which tells the others), and changed non-architectural
-/// settings are warned about.
-train::TrainJob make_train_job(const config::RunConfig& cfg, const std::string& yaml, bool overwrite,
-                               const std::string& resume, dist::Group* group);
+/// The TrainJob of a config (cmd_train.cpp). The `resume` spec is resolved to a checkpoint once, here (by
+/// rank 0 of a group, which tells the others), and changed non-architectural settings are warned about.
+train::TrainJob make_train_job(const config::RunConfig& cfg, const std::string& yaml, train::Overwrite overwrite,
+                               const train::ResumeSpec& resume, dist::Group* group);
 
 /// True, after saying "nothing to do" (rank 0), when the job resumes a checkpoint that already reached
 /// train.max_steps (or stopped early) and metrics.jsonl records its final validation: no checkpoint, config

@@ -134,12 +134,6 @@ void validate(const RunConfig& c, std::vector<std::string>& errs) {
                    show(c.data.val_fraction));
   }
   if (c.run.dir.empty()) errs.push_back("run.dir: expected a directory path, got nothing");
-  try {
-    util::check_device_spec(c.run.device);
-  } catch (const ConfigError& e) {  // its "expected ..., got ..." under the key's name
-    const std::string m = e.what();
-    errs.push_back("run.device: " + m.substr(m.find("expected")));
-  }
   if (c.train.min_lr > c.train.lr) {
     errs.push_back("train.min_lr: expected <= train.lr=" + show(c.train.lr) + ", got " + show(c.train.min_lr));
   }

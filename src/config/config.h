@@ -27,9 +27,9 @@ struct RunSection {
   uint64_t seed = 1337;              ///< seeds model init and batch sampling
   int threads = 1;                   ///< LibTorch intra-op threads; >= 1
   int blas_threads = 0;              ///< OpenBLAS threads; 0 = auto (the cores divided among the processes)
-  std::string device = "auto";       ///< auto | cpu | cuda | cuda:N (auto = CUDA when LibTorch sees a GPU)
+  util::DeviceSpec device;           ///< auto | cpu | cuda | cuda:N (auto = CUDA when LibTorch sees a GPU)
   util::Precision precision = util::Precision::kAuto;  ///< matrix products: auto | fp32 | bf16
-  util::Kernels kernels = util::Kernels::kFused;       ///< CPU training step: fused | plain
+  util::Kernels kernels = util::Kernels::kAuto;        ///< the model's operations: auto | fused | reference
   bool deterministic = false;        ///< LibTorch's deterministic algorithms (matters on CUDA)
 };
 

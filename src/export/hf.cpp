@@ -44,6 +44,11 @@ std::vector<Gpt2Name> gpt2_names(const model::GptConfig& a) {
 std::vector<std::pair<std::string, torch::Tensor>> gpt2_tensors(const model::GptImpl& m) {
   const auto& a = m.config();
   const bool scaled = a.embedding_scale == model::EmbeddingScale::kSqrtD;
+  if (a.mlp_activation != model::MlpActivation::kGelu) {
+    throw ConfigError("[export] hf: expected a model GPT-2 can express, got mlp_activation " +
+                      model::to_string(a.mlp_activation) + ": GPT-2's MLP is the GELU. Hint: export --format "
+                      "safetensors keeps lmtrain's form.");
+  }
   if (scaled && a.tie_embeddings) {
     throw ConfigError("[export] hf: expected a model GPT-2 can express, got embedding_scale sqrt_d with a tied head: "
                       "GPT-2 embeds with wte and reads logits through the same wte, so no one table gives both "

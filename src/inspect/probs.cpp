@@ -112,7 +112,7 @@ std::vector<Stage> trace_stages(model::GptImpl& model, const torch::Tensor& x, c
   };
   torch::NoGradGuard no_grad;
   model.eval();
-  auto logits = model.forward_traced(x, [&](const std::string& name, const torch::Tensor& t) {
+  auto logits = model.forward(x, [&](const std::string& name, const torch::Tensor& t) {
     out.push_back({name, t.sizes().vec(), dtype_name(t), note_for(name)});
   });
   auto loss = model::next_token_loss(logits, y.to(logits.device()));

@@ -1,24 +1,11 @@
 #include "model/attention.h"
 
-#include <torch/version.h>
-
-#include <cmath>
+#include <algorithm>
 #include <cstring>
-#include <limits>
-
-#include "model/kernels.h"
-#include "model/linear.h"
-
-// at::scaled_dot_product_attention exists from LibTorch 2.0 on.
-#if TORCH_VERSION_MAJOR >= 2
-#define LMTRAIN_HAS_SDPA 1
-#else
-#define LMTRAIN_HAS_SDPA 0
-#endif
 
 namespace lm::model {
 
-CausalSelfAttentionImpl::CausalSelfAttentionImpl(int64_t C, int64_t H) : H_(H) {
+CausalSelfAttentionImpl::CausalSelfAttentionImpl(int64_t C, int64_t H, OpsPtr ops) : H_(H), ops_(std::move(ops)) {
   qkv = register_module("qkv", torch::nn::Linear(C, 3 * C));
   proj = register_module("proj", torch::nn::Linear(C, C));
 }
@@ -71,48 +58,10 @@ KvLayer KvLayer::clone() const {
   return out;
 }
 
-torch::Tensor attention_reference(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                  c10::ScalarType dtype) {
-  const int64_t T = q.size(2), S = k.size(2) - T, D = q.size(3);
-  auto att = matmul_in(q, k.transpose(-2, -1), dtype) * (1.0 / std::sqrt(static_cast<double>(D)));  // (B,H,T,S+T)
-  if (T > 1) {  // query i sits at position S+i and may see keys 0..S+i (a single new query sees them all)
-    auto future = torch::ones({T, S + T}, torch::TensorOptions().dtype(torch::kBool).device(q.device())).triu(S + 1);
-    att = att.masked_fill(future, -std::numeric_limits<float>::infinity());
-  }
-  att = torch::softmax(att, -1);                                     // (B,H,T,S+T)
-  return matmul_in(att, v, dtype);                                   // (B,H,T,D)
-}
-
 torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, KvLayer* cache) {
-  const int64_t B = x.size(0), T = x.size(1), C = x.size(2), D = C / H_;
-  auto fused_qkv = linear_in(qkv, x, compute_dtype);                 // (B,T,3C)
-  if (!cache && T > 1 && compute_dtype == torch::kFloat && kernels::applies(fused_qkv)) {
-    return linear_in(proj, kernels::causal_attention(fused_qkv, H_), compute_dtype);  // (B,T,C)
-  }
-  auto parts = fused_qkv.split(C, /*dim=*/2);                        // 3 x (B,T,C)
-  auto q = parts[0].view({B, T, H_, D}).transpose(1, 2);             // (B,H,T,D)
-  auto k = parts[1].view({B, T, H_, D}).transpose(1, 2);             // (B,H,T,D)
-  auto v = parts[2].view({B, T, H_, D}).transpose(1, 2);             // (B,H,T,D)
-  [[maybe_unused]] const int64_t S = cache ? cache->length() : 0;    // positions already cached
-  if (cache) {
-    cache->append(k, v);
-    k = cache->keys();    // (B,H,S+T,D)
-    v = cache->values();  // (B,H,S+T,D)
-  }
-  torch::Tensor y;
-#if LMTRAIN_HAS_SDPA
-  // Fused (flash / memory-efficient) attention. Its causal mask is aligned to the first key, so it serves a
-  // whole window (S = 0) or a single new token (T = 1, which sees every key); a window after cached
-  // positions takes the reference path.
-  if (S == 0 || T == 1) {
-    y = at::scaled_dot_product_attention(q.to(compute_dtype), k.to(compute_dtype), v.to(compute_dtype), {}, 0.0,
-                                         /*is_causal=*/T > 1)
-            .to(torch::kFloat);  // (B,H,T,D)
-  }
-#endif
-  if (!y.defined()) y = attention_reference(q, k, v, compute_dtype);  // (B,H,T,D)
-  y = y.transpose(1, 2).contiguous().view({B, T, C});                // (B,T,C)
-  return linear_in(proj, y, compute_dtype);                          // (B,T,C)
+  auto qkv_x = ops_->linear(x, qkv->weight, qkv->bias);              // (B,T,3C): q | k | v
+  auto y = ops_->attention(qkv_x, H_, cache);                        // (B,T,C)
+  return ops_->linear(y, proj->weight, proj->bias);                  // (B,T,C)
 }
 
 }  // namespace lm::model

@@ -3,6 +3,8 @@
 
 #include <torch/torch.h>
 
+#include "model/ops.h"
+
 namespace lm::model {
 
 /// Keys and values of the positions one layer has already seen (incremental decoding). Buffers are
@@ -32,8 +34,8 @@ class KvLayer {
 
 class CausalSelfAttentionImpl : public torch::nn::Module {
  public:
-  /// REQUIRES: C % H == 0.
-  CausalSelfAttentionImpl(int64_t C, int64_t H);
+  /// REQUIRES: C % H == 0. `ops` computes the products and the attention (model/ops.h).
+  CausalSelfAttentionImpl(int64_t C, int64_t H, OpsPtr ops);
   /// x: (B,T,C) -> (B,T,C); position t attends to positions <= t only. With a cache holding S earlier
   /// positions, x holds positions S..S+T-1: they attend to the cached keys too, and their keys and values
   /// are appended to the cache.
@@ -41,18 +43,11 @@ class CausalSelfAttentionImpl : public torch::nn::Module {
 
   torch::nn::Linear qkv{nullptr};   // C -> 3C  (checkpoint: attn.qkv.weight / .bias)
   torch::nn::Linear proj{nullptr};  // C -> C   (residual projection; GPT-2 scaled init)
-  c10::ScalarType compute_dtype = torch::kFloat;  ///< dtype of the products (set by GptImpl::set_compute_dtype)
 
  private:
   int64_t H_;
+  OpsPtr ops_;
 };
 TORCH_MODULE(CausalSelfAttention);
-
-/// softmax(q k^T / sqrt(D) + causal mask) v written out op by op, the products in `dtype`, the softmax in
-/// fp32. q (B,H,T,D) holds positions S..S+T-1 of k, v (B,H,S+T,D). The path of LibTorch 1.13; with
-/// LibTorch >= 2.0 forward() uses at::scaled_dot_product_attention instead where it can (same values to
-/// 1e-5 in fp32, tested there).
-torch::Tensor attention_reference(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                  c10::ScalarType dtype);
 
 }  // namespace lm::model

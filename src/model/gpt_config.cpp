@@ -2,6 +2,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstddef>
+#include <map>
+#include <set>
+
 #include "util/errors.h"
 
 namespace lm::model {
@@ -18,6 +22,13 @@ EmbeddingScale parse_embedding_scale(std::string_view s) {
   throw ConfigError("[model] embedding_scale: expected none | sqrt_d, got '" + std::string(s) + "'");
 }
 
+MlpActivation parse_mlp_activation(std::string_view s) {
+  if (s == "gelu") return MlpActivation::kGelu;
+  if (s == "relu2") return MlpActivation::kRelu2;
+  throw ConfigError("[model] mlp_activation: expected gelu | relu2, got '" + std::string(s) + "'");
+}
+
+std::string to_string(MlpActivation a) { return a == MlpActivation::kGelu ? "gelu" : "relu2"; }
 std::string to_string(Positions p) { return p == Positions::kLearned ? "learned" : "sinusoidal"; }
 std::string to_string(EmbeddingScale s) { return s == EmbeddingScale::kNone ? "none" : "sqrt_d"; }
 
@@ -46,7 +57,8 @@ std::vector<std::string> GptConfig::problems() const {
 namespace {
 
 // A member added to GptConfig changes its size: add it to visit_fields (gpt_config.h), then update this.
-static_assert(sizeof(GptConfig) == 6 * sizeof(int64_t) + 2 * sizeof(int64_t),
+static_assert(sizeof(GptConfig) == 6 * sizeof(int64_t) + 2 * sizeof(int64_t) &&
+                  offsetof(GptConfig, mlp_activation) == 6 * sizeof(int64_t) + 12,
               "GptConfig changed: list the new field in visit_fields");
 
 // One field's value in JSON (numbers and booleans as such, enums by name) and as text.
@@ -54,10 +66,12 @@ nlohmann::json field_json(int64_t v) { return v; }
 nlohmann::json field_json(bool v) { return v; }
 nlohmann::json field_json(Positions v) { return to_string(v); }
 nlohmann::json field_json(EmbeddingScale v) { return to_string(v); }
+nlohmann::json field_json(MlpActivation v) { return to_string(v); }
 void field_from(const nlohmann::json& j, int64_t& v) { v = j.get<int64_t>(); }
 void field_from(const nlohmann::json& j, bool& v) { v = j.get<bool>(); }
 void field_from(const nlohmann::json& j, Positions& v) { v = parse_positions(j.get<std::string>()); }
 void field_from(const nlohmann::json& j, EmbeddingScale& v) { v = parse_embedding_scale(j.get<std::string>()); }
+void field_from(const nlohmann::json& j, MlpActivation& v) { v = parse_mlp_activation(j.get<std::string>()); }
 std::string field_text(const nlohmann::json& j) { return j.is_string() ? j.get<std::string>() : j.dump(); }
 
 }  // namespace
@@ -65,6 +79,17 @@ std::string field_text(const nlohmann::json& j) { return j.is_string() ? j.get<s
 std::vector<std::pair<std::string, std::string>> field_texts(const GptConfig& c) {
   std::vector<std::pair<std::string, std::string>> out;
   visit_fields(c, [&](const char* key, const auto& v) { out.emplace_back(key, field_text(field_json(v))); });
+  return out;
+}
+
+std::string describe(const GptConfig& c) {
+  static const std::map<std::string, std::string> letter{
+      {"vocab_size", "V"}, {"d_model", "C"}, {"n_layers", "L"}, {"n_heads", "H"}, {"max_seq_len", "T"}};
+  std::string out;
+  for (const auto& [key, text] : field_texts(c)) {
+    const auto l = letter.find(key);
+    out += (out.empty() ? "" : " ") + (l == letter.end() ? key : l->second) + "=" + text;
+  }
   return out;
 }
 
@@ -76,7 +101,12 @@ void to_json(nlohmann::json& j, const GptConfig& c) {
 }
 
 void from_json(const nlohmann::json& j, GptConfig& c) {
-  visit_fields(c, [&](const char* key, auto& v) { field_from(j.at(key), v); });
+  // Fields added after arch.json's first form: an older file lacks them and meant their default.
+  static const std::set<std::string> added_later{"mlp_activation"};
+  visit_fields(c, [&](const char* key, auto& v) {
+    if (!j.contains(key) && added_later.count(key)) return;
+    field_from(j.at(key), v);
+  });
 }
 
 }  // namespace lm::model

@@ -24,10 +24,18 @@ enum class EmbeddingScale {
   kSqrtD,  ///< x = E[id] * sqrt(d_model) (Vaswani et al. 2017, sec. 3.4)
 };
 
+/// The MLP's activation between its two linear layers.
+enum class MlpActivation {
+  kGelu,   ///< the erf GELU (Hendrycks & Gimpel 2016), GPT-2's
+  kRelu2,  ///< relu(x)^2 (So et al. 2021, "Primer"), nanochat's
+};
+
 Positions parse_positions(std::string_view s);  ///< "learned" | "sinusoidal"; throws ConfigError
 EmbeddingScale parse_embedding_scale(std::string_view s);  ///< "none" | "sqrt_d"; throws ConfigError
 std::string to_string(Positions p);
 std::string to_string(EmbeddingScale s);
+MlpActivation parse_mlp_activation(std::string_view s);  ///< "gelu" | "relu2"; throws ConfigError
+std::string to_string(MlpActivation a);
 
 /// Architecture of a decoder-only transformer (YAML section `model`, plus the tokenizer's vocab size).
 struct GptConfig {
@@ -40,6 +48,7 @@ struct GptConfig {
   Positions positions = Positions::kLearned;
   bool tie_embeddings = true;  ///< logits through tok_emb.weight (no separate head tensor)
   EmbeddingScale embedding_scale = EmbeddingScale::kNone;
+  MlpActivation mlp_activation = MlpActivation::kGelu;
 
   /// Every violated constraint, as "model.key: expected X, got Y"; empty when valid.
   std::vector<std::string> problems() const;
@@ -49,7 +58,7 @@ struct GptConfig {
 /// Every field of GptConfig, once, in order, with its key (the YAML key without "model.", the arch.json key).
 /// JSON in and out, equality and the resume check (field_texts) walk this list, so a field added to the
 /// struct and here reaches all of them; the static_assert in gpt_config.cpp fails until it is added here.
-/// `visit(key, field)` is called with int64_t&, bool&, Positions& or EmbeddingScale& (const for a const config).
+/// `visit(key, field)` is called with int64_t&, bool& or an enum& (const for a const config).
 template <class Config, class Visit>
 void visit_fields(Config& c, Visit&& visit) {
   visit("vocab_size", c.vocab_size);
@@ -61,10 +70,16 @@ void visit_fields(Config& c, Visit&& visit) {
   visit("positions", c.positions);
   visit("tie_embeddings", c.tie_embeddings);
   visit("embedding_scale", c.embedding_scale);
+  visit("mlp_activation", c.mlp_activation);
 }
 
 /// Each field as (key, value as text: "128", "true", "learned"), in visit_fields order.
 std::vector<std::pair<std::string, std::string>> field_texts(const GptConfig& c);
+
+/// Every field on one line, in visit_fields order, the shape letters for the sizes: "V=8192 C=128 L=4 H=4
+/// T=128 mlp_ratio=4 positions=learned tie_embeddings=true embedding_scale=none mlp_activation=gelu". The
+/// log, `ckpt info`, `inspect params`/`shapes` and `import` print this, so a new field shows everywhere.
+std::string describe(const GptConfig& c);
 
 void to_json(nlohmann::json& j, const GptConfig& c);
 void from_json(const nlohmann::json& j, GptConfig& c);

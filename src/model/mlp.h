@@ -1,19 +1,25 @@
-// Position-wise feed-forward network: Linear(C, rC) -> GELU -> Linear(rC, C).
+// Position-wise feed-forward network: Linear(C, rC) -> GELU (or relu^2) -> Linear(rC, C).
 #pragma once
 
 #include <torch/torch.h>
+
+#include "model/ops.h"
 
 namespace lm::model {
 
 class MlpImpl : public torch::nn::Module {
  public:
-  MlpImpl(int64_t C, int64_t hidden);
+  /// `ops` computes the products and the activation (model/ops.h).
+  MlpImpl(int64_t C, int64_t hidden, MlpActivation act, OpsPtr ops);
   /// x: (B,T,C) -> (B,T,C).
   torch::Tensor forward(const torch::Tensor& x);
 
   torch::nn::Linear fc{nullptr};    // C -> hidden   (checkpoint: mlp.fc.*)
   torch::nn::Linear proj{nullptr};  // hidden -> C   (residual projection; GPT-2 scaled init)
-  c10::ScalarType compute_dtype = torch::kFloat;  ///< dtype of the products (set by GptImpl::set_compute_dtype)
+
+ private:
+  MlpActivation act_;
+  OpsPtr ops_;
 };
 TORCH_MODULE(Mlp);
 

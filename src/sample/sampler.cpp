@@ -6,7 +6,6 @@
 #include <queue>
 #include <random>
 
-#include "model/linear.h"
 #include "util/errors.h"
 
 namespace lm::sample {
@@ -24,7 +23,7 @@ torch::Tensor prefill(model::GptImpl& model, const std::vector<int32_t>& window,
 // Logits (V) float64 after the whole window, recomputed from scratch.
 torch::Tensor full_logits(model::GptImpl& model, const std::vector<int32_t>& window) {
   auto h = model.forward_hidden(ids_tensor(window));  // (1,T,C)
-  return model::linear_in(h.select(1, h.size(1) - 1), model.output_weight(), {}, model.compute_dtype())
+  return model.ops()->linear(h.select(1, h.size(1) - 1), model.output_weight(), {})
       .squeeze(0)
       .to(torch::kCPU, torch::kFloat64);
 }
@@ -139,7 +138,8 @@ Sample continue_sample(model::GptImpl& model, std::vector<int32_t> window, model
         continue;
       }
     }
-    logits = opt.use_cache ? model.decode_one(next, cache).to(torch::kCPU, torch::kFloat64) : full_logits(model, window);
+    logits = opt.use_cache ? model.forward_cached(ids_tensor({next}), cache).squeeze(0).to(torch::kCPU, torch::kFloat64)
+                           : full_logits(model, window);
   }
   return s;
 }

@@ -2,39 +2,32 @@
 
 #include <cmath>
 
-#include "model/kernels.h"
 #include "util/errors.h"
 
 namespace lm::train {
 
-torch::Tensor newton_schulz(const torch::Tensor& g, int64_t steps) {
+torch::Tensor newton_schulz(const torch::Tensor& g, int64_t steps, const model::Ops& ops) {
   torch::Tensor x = g.to(torch::kFloat);
   const bool tall = x.size(0) > x.size(1);
   if (tall) x = x.t();  // iterate on the wide side: X X^T is the smaller Gram matrix
   x = x / (x.norm() + 1e-7);  // singular values now in (0, 1]
-  const bool split = model::kernels::applies(x);  // run.kernels fused: the products split over the threads
   for (int64_t i = 0; i < steps; ++i) {
-    if (split) {
-      const torch::Tensor a = model::kernels::mm(x, x.t());
-      const torch::Tensor b = model::kernels::mm(a, a).mul_(kNewtonSchulzC).add_(a, kNewtonSchulzB);
-      x = model::kernels::mm(b, x).add_(x, kNewtonSchulzA);
-      continue;
-    }
-    const torch::Tensor a = torch::matmul(x, x.t());
-    const torch::Tensor b = torch::addmm(a, a, a, kNewtonSchulzB, kNewtonSchulzC);  // b A + c A A
-    x = torch::addmm(x, b, x, kNewtonSchulzA, 1.0);                                // a X + B X
+    const torch::Tensor a = ops.mm(x, x.t());
+    const torch::Tensor b = ops.addmm(a, a, a, kNewtonSchulzB, kNewtonSchulzC);  // b A + c A A
+    x = ops.addmm(x, b, x, kNewtonSchulzA, 1.0);                                // a X + B X
   }
   return tall ? x.t().contiguous() : x;
 }
 
 Muon::Muon(std::vector<std::string> names, std::vector<torch::Tensor> params, double lr, double momentum,
-           int64_t ns_steps)
+           int64_t ns_steps, model::OpsPtr ops)
     : names_(std::move(names)),
       params_(std::move(params)),
       buffers_(params_.size()),
       lr_(lr),
       momentum_(momentum),
-      ns_steps_(ns_steps) {}
+      ns_steps_(ns_steps),
+      ops_(std::move(ops)) {}
 
 void Muon::step() {
   torch::NoGradGuard no_grad;
@@ -46,7 +39,7 @@ void Muon::step() {
     buffers_[i].mul_(momentum_).add_(g);
     const torch::Tensor u = g.add(buffers_[i], momentum_);  // Nesterov: look one momentum step ahead
     const double scale = std::sqrt(std::max(1.0, static_cast<double>(p.size(0)) / static_cast<double>(p.size(1))));
-    p.add_(newton_schulz(u, ns_steps_).to(p.scalar_type()), -lr_ * scale);
+    p.add_(newton_schulz(u, ns_steps_, *ops_).to(p.scalar_type()), -lr_ * scale);
   }
 }
 

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "model/ops.h"
+
 namespace lm::train {
 
 /// Coefficients (a, b, c) of the quintic iteration X <- a X + b (X X^T) X + c (X X^T)^2 X, chosen (in the
@@ -21,8 +23,9 @@ inline constexpr double kNewtonSchulzA = 3.4445, kNewtonSchulzB = -4.7750, kNewt
 
 /// Approximately orthogonalises a 2-D matrix `g` (rows x cols): normalises it by its Frobenius norm, runs
 /// `steps` quintic iterations on the wide orientation (rows <= cols, transposing if needed) and returns the
-/// result in `g`'s shape, in fp32. REQUIRES: g.dim() == 2, steps >= 1.
-torch::Tensor newton_schulz(const torch::Tensor& g, int64_t steps);
+/// result in `g`'s shape, in fp32, its products by `ops` (the model's operations: the fused set splits them
+/// over the threads). REQUIRES: g.dim() == 2, steps >= 1.
+torch::Tensor newton_schulz(const torch::Tensor& g, int64_t steps, const model::Ops& ops = *model::reference_ops());
 
 /// Muon over a fixed list of 2-D parameters. Per parameter p with gradient g and momentum buffer m (zero at
 /// first): m <- mu m + g; u <- g + mu m; p <- p - lr sqrt(max(1, rows/cols)) newton_schulz(u). No weight
@@ -30,7 +33,9 @@ torch::Tensor newton_schulz(const torch::Tensor& g, int64_t steps);
 /// attention `qkv`, 3C x C) is orthogonalised as one matrix, not as three C x C blocks.
 class Muon {
  public:
-  Muon(std::vector<std::string> names, std::vector<torch::Tensor> params, double lr, double momentum, int64_t ns_steps);
+  /// `ops`: the model's operations, which make the Newton-Schulz products.
+  Muon(std::vector<std::string> names, std::vector<torch::Tensor> params, double lr, double momentum, int64_t ns_steps,
+       model::OpsPtr ops = model::reference_ops());
 
   void step();
   void zero_grad();  ///< as torch::optim::Optimizer::zero_grad: defined gradients are detached and zeroed
@@ -50,6 +55,7 @@ class Muon {
   std::vector<torch::Tensor> params_, buffers_;  ///< buffers_[i] undefined until params_[i] first steps
   double lr_, momentum_;
   int64_t ns_steps_;
+  model::OpsPtr ops_;
 };
 
 }  // namespace lm::train

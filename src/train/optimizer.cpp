@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "model/kernels.h"
 #include "train/fused_adamw.h"
 
 namespace lm::train {
@@ -42,7 +41,8 @@ DecayGroups split_decay_groups(const model::GptImpl& m, double embedding_lr_scal
   return g;
 }
 
-RunOptimizer::RunOptimizer(const DecayGroups& groups, const TrainConfig& cfg) {
+RunOptimizer::RunOptimizer(const DecayGroups& groups, const TrainConfig& cfg, model::OpsPtr ops)
+    : fused_step_(ops->fused()) {
   auto opts = [&](double wd) {
     return torch::optim::AdamWOptions(cfg.lr).betas({cfg.beta1, cfg.beta2}).eps(cfg.eps).weight_decay(wd);
   };
@@ -57,7 +57,8 @@ RunOptimizer::RunOptimizer(const DecayGroups& groups, const TrainConfig& cfg) {
   add(groups.embedding, 0.0, groups.embedding_lr_scale);
   adamw_ = std::make_unique<torch::optim::AdamW>(std::move(pg), opts(cfg.weight_decay));
   if (!groups.muon.empty()) {
-    muon_ = std::make_unique<Muon>(groups.muon_names, groups.muon, cfg.muon_lr, cfg.muon_momentum, cfg.muon_ns_steps);
+    muon_ = std::make_unique<Muon>(groups.muon_names, groups.muon, cfg.muon_lr, cfg.muon_momentum, cfg.muon_ns_steps,
+                                   std::move(ops));
     muon_lr_ratio_ = cfg.muon_lr / cfg.lr;
   }
 }
@@ -94,10 +95,9 @@ void RunOptimizer::step(const GradClip& clip) {
       if (p.grad().defined()) p.grad().mul_(clip.factor);
     }
   };
-  // run.kernels fused: the same AdamW update in one pass (train/fused_adamw.h), the factor applied as each
+  // The fused set: the same AdamW update in one pass (train/fused_adamw.h), the factor applied as each
   // gradient is read; otherwise the gradients scaled in place, then LibTorch's AdamW.
-  const bool fused = model::kernels::mode() == model::kernels::Mode::kFused &&
-                     fused_adamw_step(*adamw_, scaled ? clip.factor_value : 1.0f);
+  const bool fused = fused_step_ && fused_adamw_step(*adamw_, scaled ? clip.factor_value : 1.0f);
   if (!fused) {
     for (auto& group : adamw_->param_groups()) scale(group.params());
     adamw_->step();

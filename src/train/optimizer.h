@@ -51,12 +51,14 @@ GradClip grad_clip(const std::vector<torch::Tensor>& params, double max_norm);
 /// not empty, Muon over it. One step() steps both; set_lr sets both from the one schedule.
 class RunOptimizer {
  public:
-  RunOptimizer(const DecayGroups& groups, const TrainConfig& cfg);
+  /// `ops`: the model's operations. With the fused set AdamW steps in one fused pass (train/fused_adamw.h)
+  /// and Muon's products are split over the threads.
+  RunOptimizer(const DecayGroups& groups, const TrainConfig& cfg, model::OpsPtr ops);
 
   /// `lr` is train.lr's schedule at this step: AdamW groups get lr (the embedding group lr * scale), Muon
   /// gets lr * muon_lr / train.lr.
   void set_lr(double lr);
-  /// One update with every gradient taken times `clip.factor`: in the fused AdamW pass (run.kernels fused,
+  /// One update with every gradient taken times `clip.factor`: in the fused AdamW pass (the fused set,
   /// no Muon) as it reads each gradient, else by scaling the gradients first, as clip_grad_norm_ does.
   /// The same numbers either way (one float product per element); only the gradients left behind differ
   /// (unscaled after the fused pass), and nothing reads them before the next step resets them. Default: no
@@ -76,6 +78,7 @@ class RunOptimizer {
   std::vector<double> group_lr_scale_;  ///< per AdamW group
   std::unique_ptr<Muon> muon_;
   double muon_lr_ratio_ = 1.0;
+  bool fused_step_ = false;  ///< AdamW's fused pass (the model's operations are the fused set)
 };
 
 }  // namespace lm::train

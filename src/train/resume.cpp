@@ -48,10 +48,16 @@ void point_latest_at(const fs::path& run_dir, const fs::path& dir) {
 
 }  // namespace
 
-fs::path select_resume_checkpoint(const fs::path& run_dir, const std::string& spec, bool overwrite) {
-  if (spec.empty()) return {};
-  if (spec != "auto") {
-    fs::path dir = checkpoint::resolve_checkpoint(spec);
+ResumeSpec ResumeSpec::parse(const std::string& arg) {
+  if (arg.empty()) return {};
+  if (arg == "auto") return {Kind::kAuto, {}};
+  return {Kind::kPath, arg};
+}
+
+fs::path select_resume_checkpoint(const fs::path& run_dir, const ResumeSpec& spec, Overwrite overwrite) {
+  if (spec.kind == ResumeSpec::Kind::kFresh) return {};
+  if (spec.kind == ResumeSpec::Kind::kPath) {
+    fs::path dir = checkpoint::resolve_checkpoint(spec.path);
     checkpoint::verify_checkpoint(dir);
     point_latest_at(run_dir, dir);
     return dir;
@@ -79,7 +85,7 @@ fs::path select_resume_checkpoint(const fs::path& run_dir, const std::string& sp
       spdlog::warn("resume: skipping invalid checkpoint: {}", e.what());
     }
   }
-  if (!all.empty() && !overwrite) {
+  if (!all.empty() && overwrite == Overwrite::kRefuse) {
     throw CheckpointError("[resume] auto: expected a valid checkpoint in " + run_dir.string() + ", got " +
                           std::to_string(all.size()) + " that fail verification (warned above). Hint: restore one, "
                           "resume from a path, or add --overwrite to delete them and start fresh.");
@@ -118,7 +124,7 @@ void preflight_resume(const TrainJob& job, const fs::path& ckpt, const data::Cor
 void clear_earlier_run(const TrainJob& job) {
   const auto old = checkpoint::list_checkpoints(job.run_dir);
   if (old.empty()) return;
-  if (!job.overwrite) {
+  if (job.overwrite == Overwrite::kRefuse) {
     throw ConfigError("[train] run.dir '" + job.run_dir.string() + "' already holds " + std::to_string(old.size()) +
                       " checkpoint(s), newest " + old.back().filename().string() +
                       ": expected a new or empty run directory. Hint: --resume auto continues it, --overwrite "

@@ -12,13 +12,23 @@
 
 namespace lm::train {
 
+/// Where `--resume` says a run starts: fresh, from the newest checkpoint of its run directory, or from a
+/// named checkpoint or run directory.
+struct ResumeSpec {
+  enum class Kind { kFresh, kAuto, kPath };
+  Kind kind = Kind::kFresh;
+  std::filesystem::path path;  ///< kPath only
+  /// The command-line value: "" (fresh), "auto", or a path.
+  static ResumeSpec parse(const std::string& arg);
+};
+
 /// The checkpoint to resume from, or an empty path to start fresh.
-/// spec "" = fresh; "auto" = newest verifying checkpoint in job.run_dir (invalid ones are warned about and
+/// kFresh = fresh; kAuto = newest verifying checkpoint in run_dir (invalid ones are warned about and
 /// skipped, stale *.tmp-* directories removed with a warning; none at all = fresh; only invalid ones = a
-/// CheckpointError unless `overwrite`, which starts fresh); else a checkpoint or run directory, which must
+/// CheckpointError unless kDelete, which starts fresh); kPath = a checkpoint or run directory, which must
 /// verify. Throws CheckpointError.
-std::filesystem::path select_resume_checkpoint(const std::filesystem::path& run_dir, const std::string& spec,
-                                               bool overwrite = false);
+std::filesystem::path select_resume_checkpoint(const std::filesystem::path& run_dir, const ResumeSpec& spec,
+                                               Overwrite overwrite = Overwrite::kRefuse);
 
 /// Before anything is loaded. Resuming (job.resume_from set): compares the checkpoint's arch.json and
 /// recorded data with the job; throws CheckpointError listing every mismatch as "key: checkpoint X vs

@@ -7,6 +7,7 @@
 
 #include "data/prepare.h"
 #include "tokenizer/tokenizer.h"
+#include "util/faults.h"
 #include "util/clock.h"
 #include "util/errors.h"
 #include "util/fs.h"
@@ -47,13 +48,7 @@ void ensure_run_tokenizer(const TrainJob& job, const fs::path& path) {
 void prepare_run_data(const TrainJob& job) {
   RunPaths paths(job.run_dir);
   fs::create_directories(job.run_dir);
-  // Test builds: a slow preparation, so that a test can signal during it (util/faults.h).
-  auto test_delay = [&] {
-    for (int64_t ms = 0; ms < job.faults.prepare_delay_ms && util::stop_signal() == 0; ms += 10) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-  };
-  test_delay();
+  util::fault_hooks().reached("prepare:tokenizer");  // test builds may hold here (util/faults.h)
   ensure_run_tokenizer(job, paths.tokenizer);
   tokenizer::Tokenizer tok(paths.tokenizer);
   for (auto [text, bin] : {std::pair{job.train_text, paths.train_bin}, std::pair{job.val_text, paths.val_bin}}) {
@@ -61,7 +56,7 @@ void prepare_run_data(const TrainJob& job) {
       spdlog::info("prepare: {} is current", bin.string());
       continue;
     }
-    test_delay();
+    util::fault_hooks().reached("prepare:encode");
     if (util::stop_signal() != 0) break;  // stop before the next file; finished ones are kept
     const auto t0 = Clock::now();
     auto info = data::prepare_corpus(text, tok, bin);

@@ -15,7 +15,6 @@
 #include "tokenizer/tokenizer_config.h"
 #include "train/train_config.h"
 #include "util/device_config.h"
-#include "util/faults.h"
 
 namespace lm::model {
 class GptImpl;
@@ -26,14 +25,20 @@ class Group;
 
 namespace lm::train {
 
+/// What a start may do to an earlier run's checkpoints in its run directory (`--overwrite`).
+enum class Overwrite { kRefuse, kDelete };
+
+/// A fine-tune report during the run (every report_every steps) or the final one (after the final validation).
+enum class ReportKind { kPeriodic, kFinal };
+
 struct TrainJob {
   std::filesystem::path run_dir;
   uint64_t seed = 1337;
   int threads = 1;
   int blas_threads = 0;  ///< run.blas_threads (0 = auto)
-  std::string device = "auto";  ///< run.device spec, resolved by util::resolve_device at the start
+  util::DeviceSpec device;  ///< run.device, resolved by util::resolve_device at the start
   util::Precision precision = util::Precision::kAuto;
-  util::Kernels kernels = util::Kernels::kFused;  ///< run.kernels
+  util::Kernels kernels = util::Kernels::kAuto;  ///< run.kernels
   bool deterministic = false;
   std::filesystem::path train_text, val_text;
   /// Set when the config names no validation file: the run holds out lines of this source and writes the two
@@ -44,7 +49,7 @@ struct TrainJob {
   TrainConfig train;
   checkpoint::CheckpointConfig checkpoint;
   std::string config_yaml;  ///< effective config, saved in the run dir and every checkpoint
-  bool overwrite = false;   ///< delete an earlier run's checkpoints in run_dir (otherwise that is an error)
+  Overwrite overwrite = Overwrite::kRefuse;  ///< an earlier run's checkpoints in run_dir: an error, or deleted
   /// The verified checkpoint to continue from (select_resume_checkpoint chose it); empty = a fresh start.
   std::filesystem::path resume_from;
 
@@ -54,15 +59,12 @@ struct TrainJob {
   double embedding_lr_scale = 1.0;  ///< lr multiplier for tok_emb/pos_emb
   std::vector<std::string> unfreeze;  ///< prefixes (among `freeze`) that train again after `unfreeze_after` steps
   int64_t unfreeze_after = 0;
-  /// Called every `report_every` steps (final=false) and after the final validation (final=true).
-  std::function<void(model::GptImpl& model, int64_t step, bool final)> on_report;
+  /// Called every `report_every` steps (kPeriodic) and after the final validation (kFinal).
+  std::function<void(model::GptImpl& model, int64_t step, ReportKind kind)> on_report;
   int64_t report_every = 0;
 
   /// The process group of a multi-process run (borrowed; cli/ owns it), or null for one process.
   dist::Group* group = nullptr;
-
-  /// Faults to inject (test builds only fill it; see util/faults.h). Default: none.
-  util::Faults faults;
 };
 
 struct TrainResult {

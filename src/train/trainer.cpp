@@ -3,17 +3,15 @@
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
-#include <chrono>
 #include <cmath>
 #include <limits>
-#include <thread>
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/rng_state.h"
 #include "data/batcher.h"
 #include "data/split.h"
 #include "model/gpt.h"
-#include "model/kernels.h"
+#include "model/make_ops.h"
 #include "train/data_parallel.h"
 #include "train/evaluate.h"
 #include "train/finetune.h"
@@ -27,6 +25,7 @@
 #include "util/device.h"
 #include "util/clock.h"
 #include "util/errors.h"
+#include "util/faults.h"
 #include "util/fs.h"
 #include "util/signals.h"
 #include "util/text.h"
@@ -40,17 +39,20 @@ namespace {
 using util::Clock;
 using util::seconds_since;
 
+enum class Latest { kUpdate, kKeep };          ///< whether a save moves RUN/latest to it (`best` does not)
+enum class SaveFailure { kContinue, kFatal };  ///< a failed step save: logged and training goes on, or fatal
+
 /// One run: the set-up is the constructor, the loop is run(), top to bottom.
 class Trainer {
  public:
-  Trainer(const TrainJob& job, RunData data, const torch::Device& device, c10::ScalarType dtype)
+  Trainer(const TrainJob& job, RunData data, const torch::Device& device, const model::OpsPtr& ops)
       : job_(job),
         data_(std::move(data)),
-        model_(build_model(job, data_, device, dtype)),
+        model_(build_model(job, data_, device, ops)),
         freezer_(*model_, job.freeze, job.unfreeze, job.unfreeze_after),
         groups_(split_decay_groups(*model_, job.embedding_lr_scale, freezer_.unfrozen_later(),
                                    job.train.optimizer == OptimizerKind::kMuon)),
-        opt_(build_optimizer(job, groups_, freezer_)),
+        opt_(build_optimizer(job, groups_, freezer_, ops)),
         state_(restore(job, data_, *model_, *opt_)),
         dp_(job.group, *model_),  // after the resume load: rank 0's weights are broadcast
         first_step_(state_.step),
@@ -80,9 +82,9 @@ class Trainer {
       if (state_.step == job_.train.max_steps) break;  // the final validation and save follow the loop
       if (due(job_.train.eval_every)) early_stopped = validate_and_keep_best();
       if (early_stopped) break;
-      if (job_.on_report && due(job_.report_every)) report(false);
+      if (job_.on_report && due(job_.report_every)) report(ReportKind::kPeriodic);
       const bool saved = due(job_.checkpoint.every);
-      if (saved) save_step_checkpoint(false);
+      if (saved) save_step_checkpoint(SaveFailure::kContinue);
       stop_if_signalled(saved);
     }
     return finish(early_stopped);
@@ -96,10 +98,10 @@ class Trainer {
   // stops (stop), on every rank alike.
   std::pair<double, double> optimizer_step() {
     double local = accumulate_gradients(*model_, batcher_, job_.train.grad_accum, [this] { dp_.before_last_backward(); });
-    if (state_.step + 1 == job_.faults.nan_step && (job_.faults.nan_rank < 0 || job_.faults.nan_rank == dp_.rank())) {
+    if (util::fault_hooks().nan_at(state_.step + 1, dp_.rank())) {
       local = poison_gradients();  // several ranks: the NaN loss reaches every rank through the agreement
     }
-    if (state_.step + 1 == job_.faults.inf_grad_step) {  // test builds: one Inf gradient, the loss stays finite
+    if (util::fault_hooks().inf_grad_at(state_.step + 1)) {  // test builds: one Inf gradient, the loss stays finite
       for (auto& p : params_) {
         if (p.grad().defined()) {
           p.grad().view(-1)[0].fill_(std::numeric_limits<float>::infinity());
@@ -120,7 +122,7 @@ class Trainer {
       skip_or_stop(loss, grad_norm);
       opt_->zero_grad();
     }
-    if (job_.faults.step_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(job_.faults.step_delay_ms));
+    util::fault_hooks().reached("step:" + std::to_string(state_.step + 1));  // test builds may hold here
     return {loss, grad_norm};
   }
 
@@ -187,7 +189,7 @@ class Trainer {
     metrics_.val(state_.step, v.loss, /*full=*/false, v.bits_per_byte);
     if (v.improved && dp_.is_root()) {  // not waited for by the other ranks: `best` is no resume point
       try {
-        save("best", false);
+        save("best", Latest::kKeep);
       } catch (const SaveError& e) {
         spdlog::error("{} (training continues)", e.what());
       }
@@ -196,12 +198,12 @@ class Trainer {
     return v.stop;
   }
 
-  fs::path save(const std::string& name, bool update_latest) {
+  fs::path save(const std::string& name, Latest latest) {
     state_.data_cursor = batcher_.cursor();
     state_.world_size = dp_.world_size();
     state_.torch_rng_state = checkpoint::torch_rng_state_hex();
     checkpoint::SaveRequest req{model_.get(), &opt_->adamw(), opt_->muon_state(), state_, job_.config_yaml,
-                                data_.paths.tokenizer, update_latest, job_.faults};
+                                data_.paths.tokenizer, latest == Latest::kUpdate};
     auto dir = checkpoint::save_checkpoint(job_.run_dir, name, req);
     spdlog::info("checkpoint: {}", dir.string());
     return dir;
@@ -210,11 +212,12 @@ class Trainer {
   // Step checkpoints: rank 0 writes, every rank waits for the commit. An older one is pruned only after
   // the new one is committed. A failed save is logged and training goes on with the previous checkpoint
   // intact; only the final save's failure is fatal. Each commit also checks that the ranks agree.
-  void save_step_checkpoint(bool final_save) {
+  void save_step_checkpoint(SaveFailure failure) {
+    const bool final_save = failure == SaveFailure::kFatal;
     const std::string name = checkpoint::step_name(state_.step);
     try {
       dp_.on_root("save/" + name + (final_save ? "/final" : ""), [&] {
-        save(name, true);
+        save(name, Latest::kUpdate);
         checkpoint::prune_checkpoints(job_.run_dir, job_.checkpoint.keep_last);
       });
       last_ckpt_ = job_.run_dir / name;
@@ -232,17 +235,17 @@ class Trainer {
   void stop_if_signalled(bool saved) {
     const int sig = dp_.stop_signal();
     if (sig == 0) return;
-    if (!saved) save_step_checkpoint(true);
+    if (!saved) save_step_checkpoint(SaveFailure::kFatal);
     throw Interrupted(util::exit_code_for_signal(sig),
                       "[train] stopped by " + std::string(util::signal_name(sig)) + " after step " +
                           std::to_string(state_.step) + "; saved " + last_ckpt_.string() +
                           ". Hint: continue with `lmtrain train ... --resume auto`.");
   }
 
-  void report(bool final) {
+  void report(ReportKind kind) {
     progress_.clear();  // the report prints to stdout
-    dp_.on_root("report/" + std::to_string(state_.step) + (final ? "/final" : ""),
-                [&] { job_.on_report(*model_, state_.step, final); });
+    dp_.on_root("report/" + std::to_string(state_.step) + (kind == ReportKind::kFinal ? "/final" : ""),
+                [&] { job_.on_report(*model_, state_.step, kind); });
   }
 
   // The final validation over the whole val file, the last checkpoint, the frozen proof, the report.
@@ -256,14 +259,14 @@ class Trainer {
     // One process stops between batches on a signal; ranks of a multi-process run finish it together.
     std::function<bool()> stop;
     if (!dp_.active()) {
-      stop = [this] {
-        if (job_.faults.eval_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(job_.faults.eval_delay_ms));
+      stop = [] {
+        util::fault_hooks().reached("eval");  // test builds may hold before the first batch
         return util::stop_signal() != 0;
       };
     }
     const EvalResult r = evaluate(*model_, data_.val, job_.train.batch_size, 0, dp_.group(), stop, bytes_per_id_);
     if (const int sig = util::stop_signal(); sig != 0 && !dp_.active()) {
-      save_step_checkpoint(true);  // the trained weights first; the checkpoint records no final validation
+      save_step_checkpoint(SaveFailure::kFatal);  // the trained weights first; the checkpoint records no final validation
       throw Interrupted(util::exit_code_for_signal(sig),
                         "[train] stopped by " + std::string(util::signal_name(sig)) + " during the final validation " +
                             "after step " + std::to_string(state_.step) + "; saved " + last_ckpt_.string() +
@@ -274,10 +277,10 @@ class Trainer {
     metrics_.val(state_.step, r.loss, /*full=*/true, r.bits_per_byte);
     spdlog::info("final validation: loss {:.4f} nats/token, perplexity {:.2f}, {:.4f} bits/byte ({:.1f}s)", r.loss,
                  std::exp(r.loss), r.bits_per_byte, seconds_since(t0));
-    save_step_checkpoint(true);
+    save_step_checkpoint(SaveFailure::kFatal);
     result.checkpoint = last_ckpt_;
     freezer_.check_unchanged(*model_);
-    if (job_.on_report) report(true);
+    if (job_.on_report) report(ReportKind::kFinal);
     return result;
   }
 
@@ -305,22 +308,23 @@ class Trainer {
 
 TrainResult run_training(const TrainJob& job) {
   torch::Device device = util::resolve_device(job.device);  // a missing GPU is refused before anything else
-  if (device.is_cuda() && job.group && job.device.find(':') == std::string::npos) {
+  if (device.is_cuda() && job.group && job.device.index < 0) {
     device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(job.group->env().local_rank));  // one GPU a rank
   }
   const c10::ScalarType dtype = util::compute_dtype(job.precision, device);
   const int cores = util::resolve_blas_threads(job.blas_threads, job.group ? job.group->size() : 1);
-  if (job.kernels == util::Kernels::kFused && device.is_cpu() && dtype == torch::kFloat) {
+  // The model's operations, chosen once (model/make_ops.h); the threads follow them.
+  const model::OpsChoice ops = model::make_ops(job.kernels, device, dtype, job.model);
+  if (ops.ops->fused()) {
     // One pool: LibTorch's threads run the split products (each block single-threaded OpenBLAS) and the rest.
-    model::kernels::set_mode(model::kernels::Mode::kFused);
     util::set_compute_threads(std::max(job.threads, cores), 1);
   } else {
-    model::kernels::set_mode(model::kernels::Mode::kPlain);
     util::set_compute_threads(job.threads, cores);
   }
   if (job.deterministic) util::use_deterministic_algorithms();
   spdlog::info("device {}, precision {}{}", util::describe_device(device), util::precision_name(dtype),
                job.deterministic ? ", deterministic algorithms" : "");
+  spdlog::info("{}", ops.why);
   util::install_stop_handlers();
   // Rank 0 checks the start, makes the tokenizer and token files and writes config.yaml; the other ranks
   // wait for it (as long as it takes) and then open the same files.
@@ -339,7 +343,7 @@ TrainResult run_training(const TrainJob& job) {
     return std::string();
   };
   job.group ? job.group->on_root("prepare", prepare) : prepare();
-  Trainer trainer(job, RunData(job.run_dir), device, dtype);
+  Trainer trainer(job, RunData(job.run_dir), device, ops.ops);
   return trainer.run();
 }
 

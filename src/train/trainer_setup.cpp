@@ -3,8 +3,6 @@
 #include <spdlog/spdlog.h>
 
 #include "checkpoint/rng_state.h"
-#include "model/balance.h"
-#include "model/kernels.h"
 #include "train/resume.h"
 #include "util/errors.h"
 #include "util/text.h"
@@ -21,8 +19,7 @@ void log_model_summary(const model::GptImpl& m, const DecayGroups& g, const Trai
                total, emb, 100.0 * static_cast<double>(emb) / static_cast<double>(total),
                a.tie_embeddings ? "tied to tok_emb (no extra tensor)" : "untied (head.weight)",
                model::to_string(a.positions), model::to_string(a.embedding_scale));
-  spdlog::info("arch: V={} C={} L={} H={} T={} mlp={}x", a.vocab_size, a.d_model, a.n_layers, a.n_heads,
-               a.max_seq_len, a.mlp_ratio);
+  spdlog::info("arch: {}", model::describe(a));
   spdlog::info("decay groups: {} tensors / {} params with weight_decay={}; {} tensors / {} params without ({})",
                g.decay.size(), g.decay_numel, job.train.weight_decay, g.no_decay.size(), g.no_decay_numel,
                g.no_decay.size() > 6 ? "embeddings, LayerNorm, biases" : util::join(g.no_decay_names, ", "));
@@ -39,31 +36,31 @@ void log_model_summary(const model::GptImpl& m, const DecayGroups& g, const Trai
   const std::string batch = world_size > 1 ? fmt::format("global batch {} processes x {} sequences", world_size,
                                                          job.train.batch_size)
                                            : fmt::format("effective batch {}", job.train.batch_size);
-  const bool fused = model::kernels::mode() == model::kernels::Mode::kFused;
-  spdlog::info("threads {}{} ({} kernels, OpenBLAS {}), device {}, {} x {} micro-batches x {} tokens = {} tokens/step",
-               torch::get_num_threads(), world_size > 1 ? " per process" : "", fused ? "fused" : "plain",
+  spdlog::info("threads {}{} ({} ops, OpenBLAS {}), device {}, {} x {} micro-batches x {} tokens = {} tokens/step",
+               torch::get_num_threads(), world_size > 1 ? " per process" : "", m.ops()->name(),
                util::blas_threads(), m.device().str(), batch, job.train.grad_accum, a.max_seq_len, tokens);
-  if (fused) spdlog::info("fused kernels' thread shares: {}", model::kernels::balance::describe(torch::get_num_threads()));
+  if (const std::string threads = m.ops()->describe_threads(); !threads.empty()) spdlog::info("{}", threads);
 }
 
-model::Gpt build_model(const TrainJob& job, const RunData& data, const torch::Device& device, c10::ScalarType dtype) {
+model::Gpt build_model(const TrainJob& job, const RunData& data, const torch::Device& device, model::OpsPtr ops) {
   model::GptConfig arch = job.model;
   arch.vocab_size = data.tokenizer.vocab_size();
   torch::manual_seed(job.seed);
-  model::Gpt model(arch);
+  model::Gpt model(arch, std::move(ops));
   model->train();
   if (!job.init_from.empty() && job.resume_from.empty()) {
     // An untied model started from a tied checkpoint takes its head from the token table (untie_head).
-    checkpoint::load_weights(*model, job.init_from, /*head_from_tok_emb=*/!arch.tie_embeddings);
+    checkpoint::load_weights(*model, job.init_from,
+                             arch.tie_embeddings ? checkpoint::MissingHead::kRefuse : checkpoint::MissingHead::kFromTokEmb);
     spdlog::info("fine-tuning from {}; optimizer state starts fresh, with this config's warmup and schedule",
                  job.init_from.string());
   }
   model->to(device);
-  model->set_compute_dtype(dtype);
   return model;
 }
 
-std::unique_ptr<RunOptimizer> build_optimizer(const TrainJob& job, const DecayGroups& groups, const Freezer& freezer) {
+std::unique_ptr<RunOptimizer> build_optimizer(const TrainJob& job, const DecayGroups& groups, const Freezer& freezer,
+                                              model::OpsPtr ops) {
   if (!freezer.unfrozen_later().empty()) {
     spdlog::info("unfreeze_embeddings_after {}: {} frozen for steps 1-{}, then trained at {} x lr with fresh AdamW state",
                  job.unfreeze_after, util::join(freezer.unfrozen_later(), ", "), job.unfreeze_after,
@@ -73,7 +70,7 @@ std::unique_ptr<RunOptimizer> build_optimizer(const TrainJob& job, const DecayGr
     spdlog::info("embedding lr scale {}: {} at {} x lr", job.embedding_lr_scale,
                  util::join(groups.embedding_names, ", "), job.embedding_lr_scale);
   }
-  return std::make_unique<RunOptimizer>(groups, job.train);
+  return std::make_unique<RunOptimizer>(groups, job.train, std::move(ops));
 }
 
 checkpoint::TrainerState restore(const TrainJob& job, const RunData& data, model::GptImpl& model, RunOptimizer& opt) {

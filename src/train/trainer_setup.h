@@ -15,12 +15,15 @@
 
 namespace lm::train {
 
-/// A fresh model of the job's architecture (seeded, initialised on the CPU so a seed gives the same weights
-/// on every device), with a fine-tune's starting weights when not resuming, then moved to `device`.
-model::Gpt build_model(const TrainJob& job, const RunData& data, const torch::Device& device, c10::ScalarType dtype);
+/// A fresh model of the job's architecture computing with `ops` (model/make_ops.h), seeded and initialised
+/// on the CPU so a seed gives the same weights on every device, with a fine-tune's starting weights when not
+/// resuming, then moved to `device`.
+model::Gpt build_model(const TrainJob& job, const RunData& data, const torch::Device& device, model::OpsPtr ops);
 
-/// AdamW (and Muon) over the decay groups, logging the fine-tune's unfreeze plan and embedding lr scale.
-std::unique_ptr<RunOptimizer> build_optimizer(const TrainJob& job, const DecayGroups& groups, const Freezer& freezer);
+/// AdamW (and Muon) over the decay groups, logging the fine-tune's unfreeze plan and embedding lr scale;
+/// `ops` are the model's (the fused set steps AdamW in one pass).
+std::unique_ptr<RunOptimizer> build_optimizer(const TrainJob& job, const DecayGroups& groups, const Freezer& freezer,
+                                              model::OpsPtr ops);
 
 /// The trainer state to start from: a resumed run's (weights, optimizer state and RNG restored too), or a
 /// fresh one. Either way it records the identity of this run's data.

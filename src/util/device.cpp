@@ -33,13 +33,13 @@ int compute_capability(const c10::Device& device) {
 
 }  // namespace
 
-c10::Device resolve_device(const std::string& spec) {
-  check_device_spec(spec);
+c10::Device resolve_device(const DeviceSpec& spec) {
   const bool cuda = torch::cuda::is_available();
-  if (spec == "cpu" || (spec == "auto" && !cuda)) return c10::Device(c10::kCPU);
-  if (spec == "auto") return c10::Device(c10::kCUDA, 0);
+  const bool is_auto = spec.kind == DeviceSpec::Kind::kAuto;
+  if (spec.kind == DeviceSpec::Kind::kCpu || (is_auto && !cuda)) return c10::Device(c10::kCPU);
+  if (is_auto) return c10::Device(c10::kCUDA, 0);
   if (!cuda) {
-    throw ConfigError("[device] device '" + spec + "': expected a CUDA GPU, got none (" +
+    throw ConfigError("[device] device '" + to_string(spec) + "': expected a CUDA GPU, got none (" +
 #ifdef LMTRAIN_WITH_CUDA
                       std::string("LibTorch sees no GPU") +
 #else
@@ -47,10 +47,10 @@ c10::Device resolve_device(const std::string& spec) {
 #endif
                       "). Hint: --set run.device=cpu, or build against a CUDA LibTorch (docs/install.md).");
   }
-  const int index = spec == "cuda" ? 0 : std::stoi(spec.substr(5));
+  const int index = spec.index < 0 ? 0 : spec.index;
   const int count = static_cast<int>(torch::cuda::device_count());
   if (index >= count) {
-    throw ConfigError("[device] device '" + spec + "': expected an index below " + std::to_string(count) +
+    throw ConfigError("[device] device '" + to_string(spec) + "': expected an index below " + std::to_string(count) +
                       " (GPUs LibTorch sees), got " + std::to_string(index));
   }
   return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(index));

@@ -15,7 +15,7 @@ namespace lm::util {
 
 /// The device a spec names on this machine: auto = cuda:0 when LibTorch sees a GPU, else cpu.
 /// Throws ConfigError when CUDA is asked for but this LibTorch has no CUDA or sees no such GPU.
-c10::Device resolve_device(const std::string& spec);
+c10::Device resolve_device(const DeviceSpec& spec);
 
 /// The dtype of matrix products for `p` on `device` (auto resolved). Throws ConfigError for bf16 on a
 /// CUDA GPU older than compute capability 8.0.

@@ -15,17 +15,30 @@ enum class Precision { kAuto, kFp32, kBf16 };
 Precision parse_precision(std::string_view s);
 std::string to_string(Precision p);
 
-/// How a CPU training step computes (run.kernels). kFused: every matrix product split over LibTorch's
-/// threads as single-threaded OpenBLAS calls, with the head's loss and each head's attention fused
-/// (model/kernels.h); OpenBLAS's own pool is then 1 thread. kPlain: LibTorch's own ops, OpenBLAS's own
-/// threads (run.blas_threads). CUDA and bf16 products always take the plain ops.
-enum class Kernels { kFused, kPlain };
+/// Which set of the model's operations a training run uses (run.kernels; model/ops.h, model/make_ops.h).
+/// kFused: the fused CPU set (model/fused/): every matrix product split over LibTorch's threads as
+/// single-threaded OpenBLAS calls, the head's loss and each head's attention fused; OpenBLAS's own pool is
+/// then 1 thread; refused where it does not apply (a GPU, bf16, an architecture it does not implement).
+/// kReference: LibTorch's own ops, OpenBLAS's own threads (run.blas_threads). kAuto: fused where it
+/// applies, else the reference set, and the log says which and why.
+enum class Kernels { kAuto, kFused, kReference };
 
-/// "fused" | "plain"; throws ConfigError otherwise.
+/// "auto" | "fused" | "reference" ("plain", the older name of "reference", is read as it); throws
+/// ConfigError otherwise.
 Kernels parse_kernels(std::string_view s);
 std::string to_string(Kernels k);
 
-/// Checks the spelling of a device: "auto" | "cpu" | "cuda" | "cuda:N". Throws ConfigError otherwise.
-void check_device_spec(std::string_view spec);
+/// A device as configured (run.device, --device): auto (CUDA when LibTorch sees a GPU), cpu, cuda (the
+/// first GPU, or in a multi-process run each rank's own), or cuda:N.
+struct DeviceSpec {
+  enum class Kind { kAuto, kCpu, kCuda };
+  Kind kind = Kind::kAuto;
+  int index = -1;  ///< N of cuda:N; -1 when not named
+  bool operator==(const DeviceSpec& o) const { return kind == o.kind && index == o.index; }
+};
+
+/// "auto" | "cpu" | "cuda" | "cuda:N"; throws ConfigError otherwise.
+DeviceSpec parse_device(std::string_view s);
+std::string to_string(DeviceSpec d);
 
 }  // namespace lm::util

@@ -1,32 +1,47 @@
-// Fault injection: the one seam through which tests make a run fail on purpose (a NaN loss, a slow step,
-// a slow or failing checkpoint save). The trainer and the checkpoint saver take a Faults value; a default
-// one injects nothing. Only a test build fills it from the environment: faults_from_environment() is
-// defined in fault_env.cpp, which CMake compiles into the test build's `lmtrain_faults` only (option
-// LMTRAIN_FAULT_INJECTION), never into the release `lmtrain`, so no variable can change a production run.
+// Fault injection: the one seam through which tests make a run fail or stop on purpose. Production code says
+// where it is (`fault_hooks().reached("step:3")`) and asks whether to fail (`nan_at`, `fail_save`, ...); the
+// process's hooks do nothing unless someone installs others. Only the test build's `lmtrain_faults` does
+// (util/fault_env.cpp, compiled into it alone: LMTRAIN_TEST_* variables) and the tests in-process; the
+// release `lmtrain` installs none, so no variable can change a production run.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 namespace lm::util {
 
-struct Faults {
-  int64_t nan_step = 0;       ///< poison the loss and gradients of this step (1-based); 0 = never
-  int64_t nan_rank = -1;      ///< in a multi-process run, poison only this rank's (-1 = every rank's)
-  int64_t step_delay_ms = 0;  ///< sleep after each optimizer step, so a test can signal mid-run
-  int64_t save_pause_ms = 0;  ///< sleep after each checkpoint file, so a test can kill -9 mid-save
-  std::string fail_save;      ///< checkpoint name (e.g. "step_00000008") whose save fails like a full disk
-  int64_t eval_delay_ms = 0;  ///< sleep before each batch of the final validation, so a test can signal in it
-  int64_t prepare_delay_ms = 0;  ///< sleep before tokenizer training and before each corpus encoding
-  std::string kill_save;      ///< "NAME:PHASE": SIGKILL this process during the save of checkpoint NAME at PHASE
-                              ///< (file = after the first file, manifest = before the rename, renamed = before
-                              ///< `latest` is replaced, latest = after it)
-  int64_t inf_grad_step = 0;  ///< put +Inf into one gradient of this step (the loss stays finite); 0 = never
+class FaultHooks {
+ public:
+  virtual ~FaultHooks() = default;
+  /// The run reached `event`:
+  ///   "prepare:tokenizer"  before the run's tokenizer is trained (or found current)
+  ///   "prepare:encode"     before each corpus encoding
+  ///   "step:N"             after optimizer step N (before the loop looks at signals)
+  ///   "eval"               before the first batch of the final validation (one process)
+  ///   "save:NAME:PHASE"    during the save of checkpoint NAME: file (after its first file), manifest (before
+  ///                        the rename), renamed (before `latest` moves), latest (after it)
+  /// A test build may hold the process there until a test lets it go, or kill it.
+  virtual void reached(const std::string& event) { (void)event; }
+  /// Poison the loss and every gradient of step `step` (1-based) on rank `rank` with NaN.
+  virtual bool nan_at(int64_t step, int rank) const { (void)step, (void)rank; return false; }
+  /// Put +Inf into one gradient of step `step` (the loss stays finite).
+  virtual bool inf_grad_at(int64_t step) const { (void)step; return false; }
+  /// Fail the save of checkpoint `name` after its first file, like a full disk.
+  virtual bool fail_save(const std::string& name) const { (void)name; return false; }
 };
 
-/// Test builds only. Reads LMTRAIN_TEST_NAN_STEP, LMTRAIN_TEST_NAN_RANK, LMTRAIN_TEST_INF_GRAD_STEP,
-/// LMTRAIN_TEST_STEP_DELAY_MS, LMTRAIN_TEST_SAVE_PAUSE_MS, LMTRAIN_TEST_FAIL_SAVE, LMTRAIN_TEST_KILL_SAVE,
-/// LMTRAIN_TEST_EVAL_DELAY_MS and LMTRAIN_TEST_PREPARE_DELAY_MS (unset = no fault).
-Faults faults_from_environment();
+/// The process's hooks: ones that do nothing, unless install_fault_hooks replaced them.
+FaultHooks& fault_hooks();
+
+/// Replaces the process's hooks (null: back to ones that do nothing). For lmtrain_faults' main and tests.
+void install_fault_hooks(std::unique_ptr<FaultHooks> hooks);
+
+/// Test builds only (fault_env.cpp): installs hooks from LMTRAIN_TEST_NAN_STEP, LMTRAIN_TEST_NAN_RANK,
+/// LMTRAIN_TEST_INF_GRAD_STEP, LMTRAIN_TEST_FAIL_SAVE, LMTRAIN_TEST_KILL_SAVE ("NAME:PHASE": SIGKILL at that
+/// save event) and LMTRAIN_TEST_HOLD ("EVENT,EVENT..."): at each listed event, the first time it is
+/// reached, the process writes the file LMTRAIN_TEST_HOLD_DIR/EVENT (EVENT@RANK in a multi-process run)
+/// and waits there until it receives a stop signal or the file EVENT.go appears beside it.
+void install_environment_faults();
 
 }  // namespace lm::util

@@ -8,8 +8,10 @@ namespace lm::util {
 namespace {
 
 volatile std::sig_atomic_t g_stop = 0;
+volatile std::sig_atomic_t g_received = 0;
 
 extern "C" void on_stop_signal(int sig) {
+  g_received = g_received + 1;
   if (g_stop == SIGINT && sig == SIGINT) {  // second Ctrl-C: leave now (write and _exit are async-signal-safe)
     static const char kMsg[] =
         "error: [signal] second SIGINT: leaving at once; an unfinished save stays a *.tmp-* directory, never a "
@@ -32,6 +34,8 @@ void install_stop_handlers() {
 }
 
 int stop_signal() { return g_stop; }
+
+int stop_signals_received() { return g_received; }
 
 ExitCode exit_code_for_signal(int sig) { return sig == SIGTERM ? ExitCode::kSigTerm : ExitCode::kSigInt; }
 

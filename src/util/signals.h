@@ -13,6 +13,9 @@ void install_stop_handlers();
 /// The first stop signal received (SIGINT or SIGTERM), or 0 when none.
 int stop_signal();
 
+/// How many stop signals this process has received (a test build's hold waits for the next one).
+int stop_signals_received();
+
 /// Exit code for a stop signal: ExitCode::kSigInt (130) for SIGINT, kSigTerm (143) for SIGTERM.
 ExitCode exit_code_for_signal(int sig);
 

@@ -1,4 +1,4 @@
-#include "model/simd.h"
+#include "model/fused/simd.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -82,9 +82,9 @@ inline double vdsum(Vd lo, Vd hi) {
   return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
 }
 
-#include "model/simd_loops.inc"
+#include "model/fused/simd_loops.inc"
 
-#include "model/simd_gemm.inc"
+#include "model/fused/simd_gemm.inc"
 
 }  // namespace
 }  // namespace avx2
@@ -141,7 +141,7 @@ inline void vdadd(Vd& lo, Vd& hi, Vf e) {
 }
 inline double vdsum(Vd lo, Vd hi) { return _mm512_reduce_add_pd(_mm512_add_pd(lo, hi)); }
 
-#include "model/simd_loops.inc"
+#include "model/fused/simd_loops.inc"
 
 }  // namespace
 }  // namespace avx512

@@ -15,8 +15,8 @@
 #include <limits>
 #include <vector>
 
-#include "model/kernels.h"
-#include "model/simd.h"
+#include "model/fused/kernels.h"
+#include "model/fused/simd.h"
 #include "util/threads.h"
 
 namespace lm::model::kernels {

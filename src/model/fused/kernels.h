@@ -19,15 +19,6 @@
 
 namespace lm::model::kernels {
 
-enum class Mode { kPlain, kFused };
-
-/// Process-wide. The trainer sets it from run.kernels before building the model; everything else runs plain.
-void set_mode(Mode m);
-Mode mode();
-
-/// True when `x` should take the fused kernels: fused mode, a CPU float32 tensor.
-bool applies(const at::Tensor& x);
-
 /// out (M,N) = alpha a (M,K) @ b (K,N), or out += alpha a @ b when `accumulate`, its rows split over
 /// LibTorch's threads. Any operand may be a transposed or narrowed view whose rows or
 /// columns are contiguous. No autograd.

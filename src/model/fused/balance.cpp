@@ -1,4 +1,4 @@
-#include "model/balance.h"
+#include "model/fused/balance.h"
 
 #include "util/threads.h"
 

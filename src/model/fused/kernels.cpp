@@ -1,4 +1,4 @@
-#include "model/kernels.h"
+#include "model/fused/kernels.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -7,14 +7,12 @@
 #include <algorithm>
 #include <atomic>
 
-#include "model/balance.h"
-#include "model/simd.h"
+#include "model/fused/balance.h"
+#include "model/fused/simd.h"
 
 namespace lm::model::kernels {
 
 namespace {
-
-std::atomic<Mode> g_mode{Mode::kPlain};
 
 // Below this many multiply-adds a split costs more in start-up than it saves.
 constexpr int64_t kMinSplitWork = int64_t{1} << 18;
@@ -148,13 +146,6 @@ struct LinearGeluFn : public torch::autograd::Function<LinearGeluFn> {
 };
 
 }  // namespace
-
-void set_mode(Mode m) { g_mode.store(m); }
-Mode mode() { return g_mode.load(); }
-
-bool applies(const at::Tensor& x) {
-  return mode() == Mode::kFused && x.device().is_cpu() && x.scalar_type() == at::kFloat;
-}
 
 void mm_into(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, bool accumulate, double alpha) {
   std::vector<Product> one{{out, a, b, accumulate, alpha}};

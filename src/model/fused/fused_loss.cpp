@@ -11,9 +11,9 @@
 #include <utility>
 #include <vector>
 
-#include "model/balance.h"
-#include "model/kernels.h"
-#include "model/simd.h"
+#include "model/fused/balance.h"
+#include "model/fused/kernels.h"
+#include "model/fused/simd.h"
 
 namespace lm::model::kernels {
 
@@ -66,19 +66,6 @@ void softmax_rows(at::Tensor lg, const at::Tensor& hb, const at::Tensor& w, cons
   }
 }
 
-// The head's gradient of the table (as next_token_loss's backward hands it to autograd) until kernels::embedding's
-// backward, later in the same backward pass and on the same thread, adds its rows into it. Autograd sums
-// every gradient of the table in one buffer before it reaches the table's .grad, and holds it there until
-// the embedding's backward (an edge into the table) has run. The rows go into it only while it is that
-// buffer's tensor and nothing else holds it: exactly two references, the buffer's and the slot's. Any other
-// count (another gradient of the table summed with it into a new tensor or into another one, a graph
-// retained for a second backward, which still holds it as saved) and the embedding gives its own gradient.
-struct TiedGradient {
-  const c10::TensorImpl* table = nullptr;
-  at::Tensor grad;
-};
-thread_local TiedGradient t_tied;
-
 struct HeadLossFn : public torch::autograd::Function<HeadLossFn> {
   // h (N,C) contiguous, w (V,C), y (N) int64 contiguous -> mean loss (); the gradients of h and w (when
   // wanted: autograd's grad mode is off in here, so the caller says) are computed here and kept.
@@ -116,7 +103,6 @@ struct HeadLossFn : public torch::autograd::Function<HeadLossFn> {
       if (want_w) mm_into(dw, lg.t(), hc, /*accumulate=*/c0 > 0, inv_n);  // (V,n) @ (n,C)
     }
     ctx->save_for_backward({dh, dw});
-    if (want_w) ctx->saved_data["table"] = w;  // which table dw belongs to (kernels::embedding adds into it)
     return at::full({}, total / static_cast<double>(N), h.options());
   }
 
@@ -127,32 +113,29 @@ struct HeadLossFn : public torch::autograd::Function<HeadLossFn> {
     const at::Tensor& g = grads[0];
     const bool one = g.numel() == 1 && g.is_cpu() && g.item<double>() == 1.0;
     auto scaled = [&](const at::Tensor& t) { return t.defined() && !one ? t * g : t; };
-    at::Tensor dw = scaled(saved[1]);
-    if (dw.defined()) t_tied = {ctx->saved_data["table"].toTensor().unsafeGetTensorImpl(), dw};
-    return {scaled(saved[0]), dw, at::Tensor(), at::Tensor(), at::Tensor()};
+    return {scaled(saved[0]), scaled(saved[1]), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
+// The token lookup of a tied table. Its gradient is returned sparse (the ids and their gradient rows, as
+// nn.Embedding(sparse=True) does): autograd adds it to the dense gradient the head's loss gave the same table
+// in the same backward pass, in place when nothing else holds that tensor (autograd's own rule; a retained
+// graph still holds it, and then the sum is a new tensor), so no dense V x C gradient of the lookup is ever
+// zeroed, scattered and added. Alone (no head gradient of the table in the pass) the table's .grad would be
+// sparse: the model always reads its logits through the table it embeds with.
 struct EmbeddingFn : public torch::autograd::Function<EmbeddingFn> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& table, const at::Tensor& ids) {
-    t_tied = {};  // a new forward pass: nothing of an earlier one is added to
-    ctx->saved_data["table"] = table;
+    ctx->saved_data["rows"] = table.size(0);
     ctx->save_for_backward({ids});
     return at::embedding(table, ids);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     if (!ctx->needs_input_grad(0)) return {at::Tensor(), at::Tensor()};
-    const at::Tensor table = ctx->saved_data["table"].toTensor();
-    const at::Tensor ids = ctx->get_saved_variables()[0].reshape({-1});
-    const at::Tensor rows = grads[0].reshape({-1, table.size(1)});
-    TiedGradient tied = std::exchange(t_tied, {});
-    if (tied.table == table.unsafeGetTensorImpl() && tied.grad.sizes() == table.sizes() &&
-        tied.grad.use_count() == 2 && tied.grad.storage().use_count() == 1) {
-      tied.grad.index_add_(0, ids, rows);  // the head's gradient of the table, still on its way to .grad
-      return {at::Tensor(), at::Tensor()};
-    }
-    return {at::zeros_like(table).index_add_(0, ids, rows), at::Tensor()};  // no head gradient: a table of its own
+    const at::Tensor ids = ctx->get_saved_variables()[0].reshape({1, -1});
+    const at::Tensor rows = grads[0].reshape({ids.size(1), -1});
+    const int64_t V = ctx->saved_data["rows"].toInt();
+    return {at::_sparse_coo_tensor_unsafe(ids, rows, {V, rows.size(1)}), at::Tensor()};
   }
 };
 

@@ -1,0 +1,71 @@
+#include "model/fused/fused_ops.h"
+
+#include <ATen/Parallel.h>
+
+#include "model/fused/balance.h"
+#include "model/fused/kernels.h"
+
+namespace lm::model::fused {
+
+namespace {
+
+// The kernels read raw CPU float32 memory; anything else (a model moved after it was built) takes the
+// reference ops.
+bool cpu_float(const torch::Tensor& x) { return x.device().is_cpu() && x.scalar_type() == torch::kFloat; }
+
+// A single row (decoding) stays on the reference set's matrix-vector product.
+bool rows(const torch::Tensor& x) { return cpu_float(x) && x.numel() != x.size(-1); }
+
+}  // namespace
+
+std::string unsupported(const GptConfig& arch) {
+  // Implemented: either position scheme, either embedding scale, a tied or untied head, the GELU MLP.
+  if (arch.mlp_activation != MlpActivation::kGelu) {
+    return "model.mlp_activation " + to_string(arch.mlp_activation) + ": the fused kernels implement the gelu MLP only";
+  }
+  return "";
+}
+
+torch::Tensor FusedOps::linear(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) const {
+  return rows(x) ? kernels::linear(x, w, b) : ReferenceOps::linear(x, w, b);
+}
+
+torch::Tensor FusedOps::linear_act(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
+                                   MlpActivation act) const {
+  // The GELU applied inside the product's threads (kernels::linear_gelu), which needs the bias.
+  if (act == MlpActivation::kGelu && rows(x) && b.defined()) return kernels::linear_gelu(x, w, b);
+  return ReferenceOps::linear_act(x, w, b, act);
+}
+
+torch::Tensor FusedOps::attention(const torch::Tensor& qkv, int64_t heads, KvLayer* cache) const {
+  if (cache || qkv.size(1) < 2 || !cpu_float(qkv)) return ReferenceOps::attention(qkv, heads, cache);
+  return kernels::causal_attention(qkv, heads);  // (B,T,C)
+}
+
+torch::Tensor FusedOps::embedding(const torch::Tensor& table, const torch::Tensor& ids, bool tied) const {
+  // A tied table's gradient rows go into the head's gradient (kernels::embedding).
+  return tied && cpu_float(table) ? kernels::embedding(table, ids) : ReferenceOps::embedding(table, ids, tied);
+}
+
+torch::Tensor FusedOps::next_token_loss(const torch::Tensor& hidden, const torch::Tensor& w,
+                                        const torch::Tensor& targets) const {
+  return cpu_float(hidden) ? kernels::next_token_loss(hidden, w, targets) : ReferenceOps::next_token_loss(hidden, w, targets);
+}
+
+torch::Tensor FusedOps::mm(const torch::Tensor& a, const torch::Tensor& b) const {
+  return cpu_float(a) ? kernels::mm(a, b) : ReferenceOps::mm(a, b);
+}
+
+torch::Tensor FusedOps::addmm(const torch::Tensor& c, const torch::Tensor& a, const torch::Tensor& b, double beta,
+                              double alpha) const {
+  if (!cpu_float(a)) return ReferenceOps::addmm(c, a, b, beta, alpha);
+  torch::Tensor out = kernels::mm(a, b);
+  if (alpha != 1.0) out.mul_(alpha);
+  return out.add_(c, beta);
+}
+
+std::string FusedOps::describe_threads() const {
+  return "fused kernels' thread shares: " + kernels::balance::describe(at::get_num_threads());
+}
+
+}  // namespace lm::model::fused

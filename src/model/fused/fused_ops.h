@@ -1,0 +1,36 @@
+// The fused CPU set of the model's operations (docs/ARCHITECTURE.md "The model's operations"): the
+// kernels of kernels.h behind the Ops interface, for CPU float32 training. What they do not cover (a
+// single row, a cache) falls back to the reference set they derive from; an architecture they do not
+// implement is refused before a model is built (unsupported()). Built only by model/make_ops.cpp.
+#pragma once
+
+#include <string>
+
+#include "model/gpt_config.h"
+#include "model/ops.h"
+
+namespace lm::model::fused {
+
+/// Why the fused set cannot compute `arch` (naming the config key), or "" when it implements it. Every
+/// architecture option the reference layers read must either be implemented here or refused here.
+std::string unsupported(const GptConfig& arch);
+
+class FusedOps : public ReferenceOps {
+ public:
+  FusedOps() : ReferenceOps(torch::kFloat) {}
+  std::string name() const override { return "fused"; }
+  bool fused() const override { return true; }
+  torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) const override;
+  torch::Tensor linear_act(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
+                           MlpActivation act) const override;
+  torch::Tensor attention(const torch::Tensor& qkv, int64_t heads, KvLayer* cache) const override;
+  torch::Tensor embedding(const torch::Tensor& table, const torch::Tensor& ids, bool tied) const override;
+  torch::Tensor next_token_loss(const torch::Tensor& hidden, const torch::Tensor& w,
+                                const torch::Tensor& targets) const override;
+  torch::Tensor mm(const torch::Tensor& a, const torch::Tensor& b) const override;
+  torch::Tensor addmm(const torch::Tensor& c, const torch::Tensor& a, const torch::Tensor& b, double beta,
+                      double alpha) const override;
+  std::string describe_threads() const override;
+};
+
+}  // namespace lm::model::fused
