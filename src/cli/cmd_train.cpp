@@ -25,8 +25,8 @@ namespace {
 // One training file: the run trains on run.dir/train.txt and validates on run.dir/val.txt, both cut from it.
 void set_held_out_split(train::TrainJob& job, const config::RunConfig& cfg) {
   job.split = data::SplitSpec{cfg.data.train, cfg.data.val_fraction, cfg.run.seed};
-  job.train_text = job.run_dir / "train.txt";
-  job.val_text = job.run_dir / "val.txt";
+  job.train_text = job.run_dir() / "train.txt";
+  job.val_text = job.run_dir() / "val.txt";
   std::error_code ec;
   for (const auto& part : {job.train_text, job.val_text}) {
     if (fs::weakly_canonical(cfg.data.train, ec) == fs::weakly_canonical(part, ec)) {
@@ -42,14 +42,7 @@ void set_held_out_split(train::TrainJob& job, const config::RunConfig& cfg) {
 train::TrainJob make_train_job(const config::RunConfig& cfg, const std::string& yaml, train::Overwrite overwrite,
                                const train::ResumeSpec& resume, dist::Group* group) {
   train::TrainJob job;
-  job.run_dir = cfg.run.dir;
-  job.seed = cfg.run.seed;
-  job.threads = cfg.run.threads;
-  job.blas_threads = cfg.run.blas_threads;
-  job.device = cfg.run.device;
-  job.precision = cfg.run.precision;
-  job.kernels = cfg.run.kernels;
-  job.deterministic = cfg.run.deterministic;
+  job.run = cfg.run;
   job.train_text = cfg.data.train;
   job.val_text = cfg.data.val;
   if (cfg.data.val.empty()) set_held_out_split(job, cfg);
@@ -102,7 +95,7 @@ bool already_finished(const train::TrainJob& job, bool root) {
   const auto state = checkpoint::read_trainer_state(job.resume_from);
   if (state.step < job.train.max_steps && !state.early_stopped) return false;
   // a run stopped during its final validation saved the step without it: resuming runs it
-  if (!final_validation_recorded(job.run_dir, state.step)) return false;
+  if (!final_validation_recorded(job.run_dir(), state.step)) return false;
   if (root) {
     std::cout << "nothing to do: " << job.resume_from.string() << " is at step " << state.step
               << (state.early_stopped ? " and stopped early (train.early_stopping_patience)"

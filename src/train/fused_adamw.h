@@ -1,5 +1,5 @@
-// AdamW's step in one pass over every parameter (run.kernels: fused): the same update as
-// torch::optim::AdamW::step, on the same state (so checkpoints, resume and the plain path are unchanged),
+// AdamW's step in one pass over every parameter (with the fused set of operations): the same update as
+// torch::optim::AdamW::step, on the same state (so checkpoints, resume and the reference set's step are unchanged),
 // but each element read and written once, on all of LibTorch's threads, instead of about ten LibTorch ops
 // per parameter tensor, each a pass over memory (docs/ARCHITECTURE.md "Threads and memory").
 #pragma once

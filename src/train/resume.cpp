@@ -122,18 +122,18 @@ void preflight_resume(const TrainJob& job, const fs::path& ckpt, const data::Cor
 
 // A new run never silently replaces an earlier run's checkpoints.
 void clear_earlier_run(const TrainJob& job) {
-  const auto old = checkpoint::list_checkpoints(job.run_dir);
+  const auto old = checkpoint::list_checkpoints(job.run_dir());
   if (old.empty()) return;
   if (job.overwrite == Overwrite::kRefuse) {
-    throw ConfigError("[train] run.dir '" + job.run_dir.string() + "' already holds " + std::to_string(old.size()) +
+    throw ConfigError("[train] run.dir '" + job.run_dir().string() + "' already holds " + std::to_string(old.size()) +
                       " checkpoint(s), newest " + old.back().filename().string() +
                       ": expected a new or empty run directory. Hint: --resume auto continues it, --overwrite "
                       "deletes it, or choose another run.dir.");
   }
   for (auto& dir : old) fs::remove_all(dir);
-  fs::remove_all(job.run_dir / "best");
-  fs::remove(job.run_dir / "latest");
-  spdlog::warn("--overwrite: deleted {} checkpoint(s) of an earlier run in {}", old.size(), job.run_dir.string());
+  fs::remove_all(job.run_dir() / "best");
+  fs::remove(job.run_dir() / "latest");
+  spdlog::warn("--overwrite: deleted {} checkpoint(s) of an earlier run in {}", old.size(), job.run_dir().string());
 }
 
 }  // namespace

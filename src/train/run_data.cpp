@@ -35,7 +35,7 @@ void ensure_run_tokenizer(const TrainJob& job, const fs::path& path) {
     return;
   }
   spdlog::info("tokenizer: preparing {} from {}", path.string(), job.train_text.string());
-  if (tokenizer::ensure_tokenizer(job.train_text, path, job.tokenizer, job.threads)) {
+  if (tokenizer::ensure_tokenizer(job.train_text, path, job.tokenizer, job.run.threads)) {
     spdlog::info("tokenizer: trained {} {} pieces on {} in {:.1f}s -> {}", tokenizer::to_string(job.tokenizer.model_type),
                  job.tokenizer.vocab_size, job.train_text.string(), seconds_since(t0), path.string());
   } else {
@@ -46,8 +46,8 @@ void ensure_run_tokenizer(const TrainJob& job, const fs::path& path) {
 }  // namespace
 
 void prepare_run_data(const TrainJob& job) {
-  RunPaths paths(job.run_dir);
-  fs::create_directories(job.run_dir);
+  RunPaths paths(job.run_dir());
+  fs::create_directories(job.run_dir());
   util::fault_hooks().reached("prepare:tokenizer");  // test builds may hold here (util/faults.h)
   ensure_run_tokenizer(job, paths.tokenizer);
   tokenizer::Tokenizer tok(paths.tokenizer);

@@ -13,6 +13,7 @@
 #include "data/split.h"
 #include "model/gpt_config.h"
 #include "tokenizer/tokenizer_config.h"
+#include "train/run_config.h"
 #include "train/train_config.h"
 #include "util/device_config.h"
 
@@ -32,14 +33,8 @@ enum class Overwrite { kRefuse, kDelete };
 enum class ReportKind { kPeriodic, kFinal };
 
 struct TrainJob {
-  std::filesystem::path run_dir;
-  uint64_t seed = 1337;
-  int threads = 1;
-  int blas_threads = 0;  ///< run.blas_threads (0 = auto)
-  util::DeviceSpec device;  ///< run.device, resolved by util::resolve_device at the start
-  util::Precision precision = util::Precision::kAuto;
-  util::Kernels kernels = util::Kernels::kAuto;  ///< run.kernels
-  bool deterministic = false;
+  RunSection run;  ///< the config's `run` section as parsed (run.device is resolved at the start)
+  std::filesystem::path run_dir() const { return run.dir; }
   std::filesystem::path train_text, val_text;
   /// Set when the config names no validation file: the run holds out lines of this source and writes the two
   /// parts as train_text and val_text (run_dir/train.txt, run_dir/val.txt) before preparing token files.

@@ -56,10 +56,10 @@ class Trainer {
         state_(restore(job, data_, *model_, *opt_)),
         dp_(job.group, *model_),  // after the resume load: rank 0's weights are broadcast
         first_step_(state_.step),
-        batcher_(data_.train, job.train.batch_size, model_->config().max_seq_len, job.seed, dp_.rank(),
+        batcher_(data_.train, job.train.batch_size, model_->config().max_seq_len, job.run.seed, dp_.rank(),
                  dp_.world_size()),
         params_(groups_.all()),
-        metrics_(dp_.is_root() ? job.run_dir / "metrics.jsonl" : fs::path(), state_.step),
+        metrics_(dp_.is_root() ? job.run_dir() / "metrics.jsonl" : fs::path(), state_.step),
         progress_(dp_.is_root()),
         last_ckpt_(job.resume_from),
         bytes_per_id_(torch::tensor(tokenizer::decoded_bytes_per_id(data_.tokenizer), torch::kInt64)) {
@@ -204,7 +204,7 @@ class Trainer {
     state_.torch_rng_state = checkpoint::torch_rng_state_hex();
     checkpoint::SaveRequest req{model_.get(), &opt_->adamw(), opt_->muon_state(), state_, job_.config_yaml,
                                 data_.paths.tokenizer, latest == Latest::kUpdate};
-    auto dir = checkpoint::save_checkpoint(job_.run_dir, name, req);
+    auto dir = checkpoint::save_checkpoint(job_.run_dir(), name, req);
     spdlog::info("checkpoint: {}", dir.string());
     return dir;
   }
@@ -218,9 +218,9 @@ class Trainer {
     try {
       dp_.on_root("save/" + name + (final_save ? "/final" : ""), [&] {
         save(name, Latest::kUpdate);
-        checkpoint::prune_checkpoints(job_.run_dir, job_.checkpoint.keep_last);
+        checkpoint::prune_checkpoints(job_.run_dir(), job_.checkpoint.keep_last);
       });
-      last_ckpt_ = job_.run_dir / name;
+      last_ckpt_ = job_.run_dir() / name;
     } catch (const SaveError& e) {
       if (final_save) throw;
       spdlog::error("{} ({}; training continues)", e.what(),
@@ -307,23 +307,23 @@ class Trainer {
 }  // namespace
 
 TrainResult run_training(const TrainJob& job) {
-  torch::Device device = util::resolve_device(job.device);  // a missing GPU is refused before anything else
-  if (device.is_cuda() && job.group && job.device.index < 0) {
+  torch::Device device = util::resolve_device(job.run.device);  // a missing GPU is refused before anything else
+  if (device.is_cuda() && job.group && job.run.device.index < 0) {
     device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(job.group->env().local_rank));  // one GPU a rank
   }
-  const c10::ScalarType dtype = util::compute_dtype(job.precision, device);
-  const int cores = util::resolve_blas_threads(job.blas_threads, job.group ? job.group->size() : 1);
+  const c10::ScalarType dtype = util::compute_dtype(job.run.precision, device);
+  const int cores = util::resolve_blas_threads(job.run.blas_threads, job.group ? job.group->size() : 1);
   // The model's operations, chosen once (model/make_ops.h); the threads follow them.
-  const model::OpsChoice ops = model::make_ops(job.kernels, device, dtype, job.model);
+  const model::OpsChoice ops = model::make_ops(job.run.kernels, device, dtype, job.model);
   if (ops.ops->fused()) {
     // One pool: LibTorch's threads run the split products (each block single-threaded OpenBLAS) and the rest.
-    util::set_compute_threads(std::max(job.threads, cores), 1);
+    util::set_compute_threads(std::max(job.run.threads, cores), 1);
   } else {
-    util::set_compute_threads(job.threads, cores);
+    util::set_compute_threads(job.run.threads, cores);
   }
-  if (job.deterministic) util::use_deterministic_algorithms();
+  if (job.run.deterministic) util::use_deterministic_algorithms();
   spdlog::info("device {}, precision {}{}", util::describe_device(device), util::precision_name(dtype),
-               job.deterministic ? ", deterministic algorithms" : "");
+               job.run.deterministic ? ", deterministic algorithms" : "");
   spdlog::info("{}", ops.why);
   util::install_stop_handlers();
   // Rank 0 checks the start, makes the tokenizer and token files and writes config.yaml; the other ranks
@@ -334,16 +334,16 @@ TrainResult run_training(const TrainJob& job) {
         job.split ? std::optional<data::CorpusSplit>(data::split_corpus(*job.split)) : std::nullopt;
     check_run_start(job, split ? &*split : nullptr);  // before any tensor is loaded or file written
     if (split) {
-      fs::create_directories(job.run_dir);
+      fs::create_directories(job.run_dir());
       data::write_split(*split, job.train_text, job.val_text);
       spdlog::info("data: {} -> {}", data::describe_split(*split, job.split->source), job.val_text.string());
     }
     prepare_run_data(job);
-    util::atomic_write_file(job.run_dir / "config.yaml", job.config_yaml);
+    util::atomic_write_file(job.run_dir() / "config.yaml", job.config_yaml);
     return std::string();
   };
   job.group ? job.group->on_root("prepare", prepare) : prepare();
-  Trainer trainer(job, RunData(job.run_dir), device, ops.ops);
+  Trainer trainer(job, RunData(job.run_dir()), device, ops.ops);
   return trainer.run();
 }
 

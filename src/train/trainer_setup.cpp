@@ -45,7 +45,7 @@ void log_model_summary(const model::GptImpl& m, const DecayGroups& g, const Trai
 model::Gpt build_model(const TrainJob& job, const RunData& data, const torch::Device& device, model::OpsPtr ops) {
   model::GptConfig arch = job.model;
   arch.vocab_size = data.tokenizer.vocab_size();
-  torch::manual_seed(job.seed);
+  torch::manual_seed(job.run.seed);
   model::Gpt model(arch, std::move(ops));
   model->train();
   if (!job.init_from.empty() && job.resume_from.empty()) {

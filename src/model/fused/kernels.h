@@ -1,4 +1,4 @@
-// The fused CPU training kernels (run.kernels: fused): every matrix product of a training step split into
+// The fused CPU training kernels (the fused set of the model's operations, fused_ops.h): every matrix product of a training step split into
 // one block of rows per LibTorch thread, sized by the threads' measured speeds (balance.h), each block one
 // single-threaded OpenBLAS call on its own core, and the work around the products fused per block (the
 // head's softmax and loss, the attention of one head). One thread pool (LibTorch's OpenMP) serves the products and the elementwise
@@ -8,8 +8,8 @@
 // shapes (2048x256 @ 256x768 ...), while two independent single-threaded products of the halves reach
 // 150-165, about the 2048x2048 ceiling (scripts/bench.sh; docs/BENCHMARKS.md).
 //
-// The plain path (LibTorch's own ops, OpenBLAS's own threads) stays: it is the default outside
-// training, and tests compare the two (same losses to 1e-4 over 20 steps, same gradients to 1e-5).
+// The reference set (model/ops.h: LibTorch's own ops, OpenBLAS's own threads) stays: every model outside
+// training uses it, and tests compare the two (same losses to 1e-4 over 20 steps, same gradients to 1e-5).
 #pragma once
 
 #include <ATen/core/Tensor.h>
