@@ -1,6 +1,6 @@
 // kernels::next_token_loss: the tied head's logits, softmax, loss and (when wanted) gradients, one row
-// block per thread; kernels::embedding, whose gradient rows go straight into the head's gradient of the
-// same (tied) table.
+// block per thread; kernels::embedding, whose sparse gradient autograd adds to the head's dense gradient of
+// the same (tied) table.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/csrc/autograd/custom_function.h>

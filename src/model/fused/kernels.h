@@ -54,10 +54,10 @@ at::Tensor linear_gelu(const at::Tensor& x, const at::Tensor& weight, const at::
 /// backward, so no logits, log-probabilities or their gradients are ever stored.
 at::Tensor next_token_loss(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& targets);
 
-/// The rows of `table` (V,C) at `ids` (any shape) with autograd, as at::embedding. For a table tied to the
-/// head of next_token_loss, the gradient rows are added straight into the head's gradient of the table in the
-/// same backward pass (no dense V x C gradient of their own for autograd to add to it); otherwise, or when the
-/// head's gradient is not there, the gradient is the usual dense one.
+/// The rows of `table` (V,C) at `ids` (any shape) with autograd, as at::embedding. Its gradient is sparse
+/// (the ids and their rows, as nn.Embedding(sparse=True)): for a table tied to the head of next_token_loss,
+/// autograd adds it to the head's dense gradient of the table in the same backward pass (no dense V x C
+/// gradient of the lookup exists); with no head gradient in the pass the table's .grad is sparse.
 at::Tensor embedding(const at::Tensor& table, const at::Tensor& ids);
 
 /// Causal self-attention of a fused projection: qkv (B,T,3C) holding q | k | v, H heads -> (B,T,C), each
