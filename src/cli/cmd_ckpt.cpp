@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/state_text.h"
 #include "cli/commands.h"
 #include "util/fs.h"
 
@@ -30,14 +31,9 @@ void add_checkpoint_commands(CLI::App& app) {
     auto arch = checkpoint::read_arch(d);
     auto st = checkpoint::read_trainer_state(d);
     auto m = nlohmann::json::parse(util::read_file(d / "manifest.json"));
-    auto loss = [](double v) { return std::isfinite(v) ? std::to_string(v) : std::string("-"); };
-    std::cout << "checkpoint   " << d.string() << "\n"
-              << "arch         " << model::describe(arch) << "\n"
-              << "step         " << st.step << "\n"
-              << "tokens seen  " << st.tokens_seen << "\n"
-              << "val loss     " << loss(st.last_val_loss) << " (best " << loss(st.best_val_loss) << "), "
-              << loss(st.last_val_bpb) << " bits/byte\n"
-              << "files\n";
+    std::printf("%-26s %s\n%-26s %s\n", "checkpoint", d.string().c_str(), "arch", model::describe(arch).c_str());
+    for (const auto& [key, value] : checkpoint::describe_state(st)) std::printf("%-26s %s\n", key.c_str(), value.c_str());
+    std::printf("files\n");
     uint64_t total = 0;
     for (const auto& f : m.at("files")) {
       const auto bytes = f.at("bytes").get<uint64_t>();
