@@ -30,14 +30,25 @@ static_assert(sizeof(DataIdentity) == 3 * sizeof(std::string) + 2 * sizeof(uint6
 static_assert(sizeof(TrainerState) == 12 * sizeof(int64_t) + sizeof(std::string) + sizeof(DataIdentity),
               "TrainerState changed: list the new field in visit_state_fields");
 
+// The two records' field lists, by record type, so one pair of functions reads and writes both.
+template <class Visit>
+void visit_fields(const DataIdentity& d, Visit&& v) { visit_identity_fields(d, v); }
+template <class Visit>
+void visit_fields(DataIdentity& d, Visit&& v) { visit_identity_fields(d, v); }
+template <class Visit>
+void visit_fields(const TrainerState& s, Visit&& v) { visit_state_fields(s, v); }
+template <class Visit>
+void visit_fields(TrainerState& s, Visit&& v) { visit_state_fields(s, v); }
+
 json field_json(int64_t v) { return v; }
 json field_json(uint64_t v) { return v; }
 json field_json(bool v) { return v; }
 json field_json(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
 json field_json(const std::string& v) { return v; }
-json field_json(const DataIdentity& d) {
+template <class Record>
+json field_json(const Record& r) {  // DataIdentity, TrainerState: an object, one key a listed field
   json j = json::object();
-  visit_identity_fields(d, [&](const char* key, const auto& v, Presence) { j[key] = field_json(v); });
+  visit_fields(r, [&](const char* key, const auto& v, Presence) { j[key] = field_json(v); });
   return j;
 }
 
@@ -46,17 +57,16 @@ void field_from(const json& j, uint64_t& v) { v = j.get<uint64_t>(); }
 void field_from(const json& j, bool& v) { v = j.get<bool>(); }
 void field_from(const json& j, double& v) { v = j.is_null() ? NAN : j.get<double>(); }
 void field_from(const json& j, std::string& v) { v = j.get<std::string>(); }
-void field_from(const json& j, DataIdentity& d) {
-  visit_identity_fields(d, [&](const char* key, auto& v, Presence p) {
+template <class Record>
+void field_from(const json& j, Record& r) {  // a field marked kMayLack keeps its default when missing
+  visit_fields(r, [&](const char* key, auto& v, Presence p) {
     if (p == Presence::kRequired || j.contains(key)) field_from(j.at(key), v);
   });
 }
 
 TrainerState state_from(const json& j) {
   TrainerState s;
-  visit_state_fields(s, [&](const char* key, auto& v, Presence p) {
-    if (p == Presence::kRequired || j.contains(key)) field_from(j.at(key), v);
-  });
+  field_from(j, s);
   return s;
 }
 
@@ -77,11 +87,7 @@ bool plain_name(const std::string& n) {
 
 }  // namespace
 
-std::string trainer_state_json(const TrainerState& s) {
-  json j = json::object();
-  visit_state_fields(s, [&](const char* key, const auto& v, Presence) { j[key] = field_json(v); });
-  return j.dump(2) + "\n";
-}
+std::string trainer_state_json(const TrainerState& s) { return field_json(s).dump(2) + "\n"; }
 
 TrainerState trainer_state_from_json(const std::string& text) { return state_from(json::parse(text)); }
 

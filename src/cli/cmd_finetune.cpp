@@ -98,7 +98,8 @@ class Reporter {
     // "before" is measured where and how "after" is: the starting weights in a model with the same
     // operations (the same products and precision), on the same device
     model::Gpt before(base_.arch, model.ops());
-    checkpoint::load_weights(*before, base_.dir);
+    const auto start = model::named_weights(*base_.model);
+    checkpoint::copy_weights(*before, {start.begin(), start.end()}, base_.dir.string());
     before->to(model.device());
     const int64_t B = cfg_.train.batch_size;
     const double new_before = train::evaluate(*before, new_val, B, 0).loss, new_after = train::evaluate(model, new_val, B, 0).loss;

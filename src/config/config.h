@@ -22,8 +22,6 @@
 
 namespace lm::config {
 
-/// YAML section `run` (train/run_config.h).
-using RunSection = train::RunSection;
 
 /// YAML section `data`. Paths are relative to the current working directory.
 struct DataSection {
@@ -33,7 +31,7 @@ struct DataSection {
 };
 
 struct RunConfig {
-  RunSection run;
+  train::RunSection run;
   DataSection data;
   tokenizer::TokenizerConfig tokenizer;
   model::GptConfig model;  ///< vocab_size is taken from the tokenizer, not from YAML

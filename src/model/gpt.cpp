@@ -73,7 +73,7 @@ torch::Tensor GptImpl::hidden(const torch::Tensor& ids, KvCache* cache, const St
   };
   const int64_t T = idx.size(1), offset = cache ? cache->length() : 0;
   trace("ids", idx);                                                   // (B,T)
-  auto x = ops_->embedding(tok_emb->weight, idx, cfg_.tie_embeddings);  // (B,T,C)
+  auto x = ops_->embedding(tok_emb->weight, idx);                      // (B,T,C)
   if (cfg_.embedding_scale == EmbeddingScale::kSqrtD) x = x * std::sqrt(static_cast<double>(cfg_.d_model));
   trace("tok_emb", x);
   x = x + pos_emb->forward(T, offset).unsqueeze(0);                    // (B,T,C)

@@ -51,9 +51,8 @@ class GptImpl : public torch::nn::Module {
 
   /// The output projection (V,C): tok_emb.weight when tied, head.weight otherwise.
   torch::Tensor output_weight() const;
-  /// The operations the model computes with, and their dtype (model/ops.h).
+  /// The operations the model computes with (model/ops.h; ops()->dtype() is the products' dtype).
   const OpsPtr& ops() const { return ops_; }
-  c10::ScalarType compute_dtype() const { return ops_->dtype(); }
   /// Where the weights are; inputs given on another device are moved here.
   torch::Device device() const { return tok_emb->weight.device(); }
   const GptConfig& config() const { return cfg_; }

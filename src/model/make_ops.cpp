@@ -18,9 +18,9 @@ OpsChoice make_ops(util::Kernels choice, const torch::Device& device, c10::Scala
     refused = fused::unsupported(arch);
   }
   if (refused.empty()) {
-    return {std::make_shared<fused::FusedOps>(),
-            std::string("fused ops (run.kernels ") + (choice == util::Kernels::kAuto ? "auto" : "fused") +
-                "): CPU float32, and the fused kernels implement this architecture"};
+    return {std::make_shared<fused::FusedOps>(arch),
+            "fused ops (run.kernels " + util::to_string(choice) + "): CPU float32, and the fused kernels implement "
+            "this architecture"};
   }
   if (choice == util::Kernels::kFused) {
     throw ConfigError("[model] run.kernels fused: the fused kernels do not apply: " + refused +

@@ -76,7 +76,7 @@ torch::Tensor ReferenceOps::attention(const torch::Tensor& qkv, int64_t heads, K
   return y.transpose(1, 2).contiguous().view({B, T, C});             // (B,T,C)
 }
 
-torch::Tensor ReferenceOps::embedding(const torch::Tensor& table, const torch::Tensor& ids, bool /*tied*/) const {
+torch::Tensor ReferenceOps::embedding(const torch::Tensor& table, const torch::Tensor& ids) const {
   return torch::embedding(table, ids);  // (..., C)
 }
 

@@ -36,8 +36,8 @@ class Ops {
   /// position t attends to positions <= t. With a cache holding S earlier positions, qkv holds positions
   /// S..S+T-1: they attend to the cached keys too, and their keys and values are appended to the cache.
   virtual torch::Tensor attention(const torch::Tensor& qkv, int64_t heads, KvLayer* cache) const = 0;
-  /// The rows of `table` (V,C) at `ids` (any shape) -> (..., C). `tied`: the table is also the output head.
-  virtual torch::Tensor embedding(const torch::Tensor& table, const torch::Tensor& ids, bool tied) const = 0;
+  /// The rows of `table` (V,C) at `ids` (any shape) -> (..., C).
+  virtual torch::Tensor embedding(const torch::Tensor& table, const torch::Tensor& ids) const = 0;
   /// Mean next-token cross-entropy in nats of hidden (B,T,C) or (N,C) @ w^T (V,C) against targets, without
   /// the (B*T, V) logits existing whole.
   virtual torch::Tensor next_token_loss(const torch::Tensor& hidden, const torch::Tensor& w,
@@ -64,7 +64,7 @@ class ReferenceOps : public Ops {
   torch::Tensor linear_act(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
                            MlpActivation act) const override;
   torch::Tensor attention(const torch::Tensor& qkv, int64_t heads, KvLayer* cache) const override;
-  torch::Tensor embedding(const torch::Tensor& table, const torch::Tensor& ids, bool tied) const override;
+  torch::Tensor embedding(const torch::Tensor& table, const torch::Tensor& ids) const override;
   torch::Tensor next_token_loss(const torch::Tensor& hidden, const torch::Tensor& w,
                                 const torch::Tensor& targets) const override;
   torch::Tensor mm(const torch::Tensor& a, const torch::Tensor& b) const override;

@@ -52,7 +52,7 @@ class Trainer {
         freezer_(*model_, job.freeze, job.unfreeze, job.unfreeze_after),
         groups_(split_decay_groups(*model_, job.embedding_lr_scale, freezer_.unfrozen_later(),
                                    job.train.optimizer == OptimizerKind::kMuon)),
-        opt_(build_optimizer(job, groups_, freezer_, ops)),
+        opt_(build_optimizer(job, groups_, freezer_, model_->ops())),
         state_(restore(job, data_, *model_, *opt_)),
         dp_(job.group, *model_),  // after the resume load: rank 0's weights are broadcast
         first_step_(state_.step),

@@ -14,7 +14,7 @@ namespace {
 bool cpu_float(const torch::Tensor& x) { return x.device().is_cpu() && x.scalar_type() == torch::kFloat; }
 
 // A single row (decoding) stays on the reference set's matrix-vector product.
-bool rows(const torch::Tensor& x) { return cpu_float(x) && x.numel() != x.size(-1); }
+bool several_rows(const torch::Tensor& x) { return cpu_float(x) && x.numel() != x.size(-1); }
 
 }  // namespace
 
@@ -27,13 +27,13 @@ std::string unsupported(const GptConfig& arch) {
 }
 
 torch::Tensor FusedOps::linear(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) const {
-  return rows(x) ? kernels::linear(x, w, b) : ReferenceOps::linear(x, w, b);
+  return several_rows(x) ? kernels::linear(x, w, b) : ReferenceOps::linear(x, w, b);
 }
 
 torch::Tensor FusedOps::linear_act(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
                                    MlpActivation act) const {
   // The GELU applied inside the product's threads (kernels::linear_gelu), which needs the bias.
-  if (act == MlpActivation::kGelu && rows(x) && b.defined()) return kernels::linear_gelu(x, w, b);
+  if (act == MlpActivation::kGelu && several_rows(x) && b.defined()) return kernels::linear_gelu(x, w, b);
   return ReferenceOps::linear_act(x, w, b, act);
 }
 
@@ -42,9 +42,9 @@ torch::Tensor FusedOps::attention(const torch::Tensor& qkv, int64_t heads, KvLay
   return kernels::causal_attention(qkv, heads);  // (B,T,C)
 }
 
-torch::Tensor FusedOps::embedding(const torch::Tensor& table, const torch::Tensor& ids, bool tied) const {
-  // A tied table's gradient rows go into the head's gradient (kernels::embedding).
-  return tied && cpu_float(table) ? kernels::embedding(table, ids) : ReferenceOps::embedding(table, ids, tied);
+torch::Tensor FusedOps::embedding(const torch::Tensor& table, const torch::Tensor& ids) const {
+  // A tied table's sparse gradient rows are summed with the head's dense gradient (kernels::embedding).
+  return tied_ && cpu_float(table) ? kernels::embedding(table, ids) : ReferenceOps::embedding(table, ids);
 }
 
 torch::Tensor FusedOps::next_token_loss(const torch::Tensor& hidden, const torch::Tensor& w,

@@ -15,22 +15,26 @@ namespace lm::model::fused {
 /// architecture option the reference layers read must either be implemented here or refused here.
 std::string unsupported(const GptConfig& arch);
 
+/// The fused set for models of one architecture (whether the token table is also the head decides the lookup).
 class FusedOps : public ReferenceOps {
  public:
-  FusedOps() : ReferenceOps(torch::kFloat) {}
+  explicit FusedOps(const GptConfig& arch) : ReferenceOps(torch::kFloat), tied_(arch.tie_embeddings) {}
   std::string name() const override { return "fused"; }
   bool fused() const override { return true; }
   torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) const override;
   torch::Tensor linear_act(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
                            MlpActivation act) const override;
   torch::Tensor attention(const torch::Tensor& qkv, int64_t heads, KvLayer* cache) const override;
-  torch::Tensor embedding(const torch::Tensor& table, const torch::Tensor& ids, bool tied) const override;
+  torch::Tensor embedding(const torch::Tensor& table, const torch::Tensor& ids) const override;
   torch::Tensor next_token_loss(const torch::Tensor& hidden, const torch::Tensor& w,
                                 const torch::Tensor& targets) const override;
   torch::Tensor mm(const torch::Tensor& a, const torch::Tensor& b) const override;
   torch::Tensor addmm(const torch::Tensor& c, const torch::Tensor& a, const torch::Tensor& b, double beta,
                       double alpha) const override;
   std::string describe_threads() const override;
+
+ private:
+  bool tied_;  ///< the table is also the output head (kernels::embedding's gradient needs the head's beside it)
 };
 
 }  // namespace lm::model::fused
