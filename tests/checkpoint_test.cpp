@@ -13,6 +13,7 @@
 #include "checkpoint/safetensors.h"
 #include "test_util.h"
 #include "train/optimizer.h"
+#include "train/resume.h"
 #include "util/errors.h"
 #include "util/hash.h"
 
@@ -298,6 +299,42 @@ TEST(TrainerState, EveryListedFieldReachesTheJsonAndReadsBack) {
                 checkpoint::trainer_state_json(base)) << key << " missing keeps its default";
     } else {
       EXPECT_THROW(checkpoint::trainer_state_from_json(lacking.dump()), nlohmann::json::exception) << key;
+    }
+  }
+}
+
+// The resume's data check walks the same list (checkpoint.h visit_identity_fields): a difference in any one
+// field of the recorded data is refused, naming it.
+TEST(TrainerState, EveryDataIdentityFieldIsComparedOnResume) {
+  const checkpoint::DataIdentity base{"aa", "bb", "cc", 10, 20};
+  EXPECT_NO_THROW(train::check_data_identity(base, base));
+  size_t n = 0;
+  checkpoint::visit_identity_fields(base, [&](const char*, const auto&, checkpoint::Presence) { ++n; });
+  for (size_t i = 0; i < n; ++i) {
+    checkpoint::DataIdentity other = base;
+    size_t at = 0;
+    std::string key;
+    checkpoint::visit_identity_fields(other, [&](const char* k, auto& v, checkpoint::Presence) {
+      if (at++ != i) return;
+      key = k;
+      if constexpr (std::is_same_v<std::decay_t<decltype(v)>, std::string>) {
+        v = "dd";
+      } else {
+        v = 3;
+      }
+    });
+    try {
+      train::check_data_identity(base, other);
+      ADD_FAILURE() << key << " differs but the resume was accepted";
+    } catch (const CheckpointError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("does not match this run"), std::string::npos) << key << ": " << what;
+      size_t mismatches = 0;
+      for (size_t at_text = what.find(" vs config "); at_text != std::string::npos;
+           at_text = what.find(" vs config ", at_text + 1)) {
+        ++mismatches;
+      }
+      EXPECT_EQ(mismatches, 1u) << key << ": " << what;
     }
   }
 }

@@ -71,14 +71,14 @@ TEST(Device, Bf16ProductsStayCloseToFp32AndKeepFp32MasterWeights) {
   torch::manual_seed(3);
   model::Gpt m(tiny_config(64));
   auto x = torch::randint(64, {4, 8}, torch::kInt64), y = torch::randint(64, {4, 8}, torch::kInt64);
-  const auto loss32 = m->loss(x, y);
+  const auto loss32 = m->forward(x, y);
   loss32.backward();
   std::vector<torch::Tensor> g32;
   for (auto& p : m->parameters()) g32.push_back(p.grad().clone());
   m->zero_grad();
   torch::manual_seed(3);  // the same weights, computed with bf16 products
   model::Gpt m16(tiny_config(64), model::reference_ops(torch::kBFloat16));
-  const auto loss16 = m16->loss(x, y);
+  const auto loss16 = m16->forward(x, y);
   EXPECT_EQ(loss16.scalar_type(), torch::kFloat);  // the loss stays fp32
   EXPECT_NEAR(loss16.item<double>(), loss32.item<double>(), 0.01 * loss32.item<double>());
   loss16.backward();
@@ -92,7 +92,7 @@ TEST(Device, Bf16ProductsStayCloseToFp32AndKeepFp32MasterWeights) {
     }
   }
   // and the fp32 model is unchanged by the other, bit for bit
-  EXPECT_TRUE(torch::equal(m->loss(x, y), loss32));
+  EXPECT_TRUE(torch::equal(m->forward(x, y), loss32));
 }
 
 TEST(Device, ABf16RunTrainsAndSavesFp32Weights) {

@@ -55,7 +55,7 @@ std::vector<double> twenty_losses(const model::GptConfig& arch, const model::Ops
   std::vector<double> losses;
   for (int step = 0; step < 20; ++step) {
     m->zero_grad(true);
-    auto loss = m->loss(x, y);
+    auto loss = m->forward(x, y);
     loss.backward();
     opt.step(train::grad_clip(groups.all(), 1.0));
     losses.push_back(loss.item<double>());

@@ -112,10 +112,10 @@ std::vector<Stage> trace_stages(model::GptImpl& model, const torch::Tensor& x, c
   };
   torch::NoGradGuard no_grad;
   model.eval();
-  auto logits = model.forward(x, [&](const std::string& name, const torch::Tensor& t) {
+  model.forward(x, {}, [&](const std::string& name, const torch::Tensor& t) {
     out.push_back({name, t.sizes().vec(), dtype_name(t), note_for(name)});
   });
-  auto loss = model::next_token_loss(logits, y.to(logits.device()));
+  auto loss = model.forward(x, y);  // () as training computes it
   char buf[96];
   std::snprintf(buf, sizeof buf, "mean next-token cross-entropy %.4f nats", loss.item<double>());
   out.push_back({"loss", loss.sizes().vec(), dtype_name(loss), buf});

@@ -46,14 +46,12 @@ void GptImpl::init_weights() {
 
 torch::Tensor GptImpl::output_weight() const { return cfg_.tie_embeddings ? tok_emb->weight : head->weight; }
 
-torch::Tensor GptImpl::forward(const torch::Tensor& idx, const StageFn& on_stage) {
-  auto logits = ops_->linear(forward_hidden(idx, on_stage), output_weight(), {});  // (B,T,V)
+torch::Tensor GptImpl::forward(const torch::Tensor& idx, const torch::Tensor& targets, const StageFn& on_stage) {
+  auto h = forward_hidden(idx, on_stage);                                                  // (B,T,C)
+  if (targets.defined()) return ops_->next_token_loss(h, output_weight(), targets.to(device()));  // ()
+  auto logits = ops_->linear(h, output_weight(), {});                                     // (B,T,V)
   if (on_stage) on_stage("logits", logits);
   return logits;
-}
-
-torch::Tensor GptImpl::loss(const torch::Tensor& idx, const torch::Tensor& targets) {
-  return ops_->next_token_loss(forward_hidden(idx), output_weight(), targets.to(device()));  // ()
 }
 
 torch::Tensor GptImpl::forward_hidden(const torch::Tensor& idx, const StageFn& on_stage) {

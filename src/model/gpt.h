@@ -16,7 +16,7 @@
 
 namespace lm::model {
 
-/// Called by forward (and forward_hidden) at each stage with its name and tensor (for `inspect shapes`).
+/// Called by forward and forward_hidden at each stage with its name and tensor (for `inspect shapes`).
 using StageFn = std::function<void(const std::string& stage, const torch::Tensor& t)>;
 
 /// Keys and values of every layer for incremental decoding. `length` positions are cached; the next
@@ -35,19 +35,20 @@ class GptImpl : public torch::nn::Module {
   /// Throws ConfigError when cfg.problems() is not empty.
   explicit GptImpl(const GptConfig& cfg, OpsPtr ops = reference_ops());
 
-  /// idx: (B,T) int64 token ids, T <= max_seq_len for learned positions -> logits (B,T,V). `on_stage`,
-  /// when given, sees every stage's tensor on the way (`inspect shapes`, `inspect probs`).
-  torch::Tensor forward(const torch::Tensor& idx, const StageFn& on_stage = nullptr);
-  /// Final hidden states after ln_f: idx (B,T) -> (B,T,C). forward() = linear(hidden, output_weight()).
+  /// idx: (B,T) int64 token ids, T <= max_seq_len for learned positions -> logits (B,T,V). With targets
+  /// (B,T): the mean next-token loss () instead, the same value as cross-entropy of those logits but computed
+  /// by ops()->next_token_loss without materialising the (B,T,V) logits at once. `on_stage`, when given, sees
+  /// every stage's tensor on the way (`inspect shapes`, `inspect probs`); "logits" only without targets.
+  torch::Tensor forward(const torch::Tensor& idx, const torch::Tensor& targets = {}, const StageFn& on_stage = nullptr);
+  /// The trunk alone: idx (B,T) -> the final hidden states after ln_f (B,T,C), every stage traced as in
+  /// forward(). forward() = linear(hidden, output_weight()). For whoever wants the states, not the logits
+  /// (the sampler's last row, inspect).
   torch::Tensor forward_hidden(const torch::Tensor& idx, const StageFn& on_stage = nullptr);
   /// Incremental decoding: idx (B,T) are the tokens at positions cache.length().. ; their keys and values
   /// are appended to `cache`. Returns the logits of the last of them: (B,V). The caller keeps
   /// cache.length() + T <= max_seq_len for learned positions (sinusoidal ones exist for any position).
   /// The same block code as forward(), with the cache: one new token is a (B,1) idx.
   torch::Tensor forward_cached(const torch::Tensor& idx, KvCache& cache);
-  /// Mean next-token loss of idx (B,T) against targets (B,T), same value as
-  /// next_token_loss(forward(idx), targets) but without materialising the (B,T,V) logits at once.
-  torch::Tensor loss(const torch::Tensor& idx, const torch::Tensor& targets);
 
   /// The output projection (V,C): tok_emb.weight when tied, head.weight otherwise.
   torch::Tensor output_weight() const;

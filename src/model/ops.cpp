@@ -130,9 +130,4 @@ torch::Tensor chunked_next_token_loss(const torch::Tensor& hidden, const torch::
   return total / static_cast<double>(N);
 }
 
-torch::Tensor next_token_loss(const torch::Tensor& logits, const torch::Tensor& targets) {
-  const int64_t V = logits.size(-1);
-  return torch::nn::functional::cross_entropy(logits.reshape({-1, V}), targets.reshape({-1}));
-}
-
 }  // namespace lm::model

@@ -92,7 +92,4 @@ torch::Tensor chunked_next_token_loss(const torch::Tensor& hidden, const torch::
                                       const torch::Tensor& targets, int64_t chunk_rows = 256,
                                       c10::ScalarType dtype = torch::kFloat);
 
-/// Mean next-token cross-entropy in nats of whole logits (B,T,V) against targets (B,T) -> scalar.
-torch::Tensor next_token_loss(const torch::Tensor& logits, const torch::Tensor& targets);
-
 }  // namespace lm::model

@@ -36,7 +36,7 @@ EvalResult evaluate(model::GptImpl& model, const data::TokenFile& file, int64_t 
     }
     const int64_t b = std::min(batch_size, end - i);
     auto batch = data::eval_batch(file, T, std::vector<int64_t>(windows.begin() + i, windows.begin() + i + b));
-    auto loss = model.loss(batch.x, batch.y);  // mean over b*T tokens
+    auto loss = model.forward(batch.x, batch.y);  // mean over b*T tokens
     sum += loss.item<double>() * static_cast<double>(b);
     if (bytes_per_id.defined()) bytes += static_cast<double>(bytes_per_id.index_select(0, batch.y.reshape(-1).cpu()).sum().item<int64_t>());
   }

@@ -3,6 +3,8 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <type_traits>
+#include <utility>
 
 #include "dist/group.h"
 #include "util/errors.h"
@@ -147,10 +149,27 @@ void check_run_start(const TrainJob& job, const data::CorpusSplit* split) {
 }
 
 void check_data_identity(const checkpoint::DataIdentity& saved, const checkpoint::DataIdentity& now) {
+  // Every field of the identity's list (checkpoint.h visit_identity_fields), so one added there is compared too.
+  auto texts = [](const checkpoint::DataIdentity& d) {
+    std::vector<std::pair<std::string, std::string>> out;
+    checkpoint::visit_identity_fields(d, [&](const char* key, const auto& v, checkpoint::Presence) {
+      if constexpr (std::is_same_v<std::decay_t<decltype(v)>, std::string>) {
+        out.emplace_back(key, short_hash(v));
+      } else {
+        out.emplace_back(key, std::to_string(v));
+      }
+    });
+    return out;
+  };
+  auto label = [](const std::string& key) -> std::string {
+    if (key == "tokenizer_sha256") return "tokenizer (sha256)";
+    if (key == "train_tokens") return "train.bin tokens";
+    if (key == "val_tokens") return "val.bin tokens";
+    return "data." + key;
+  };
+  const auto was = texts(saved), is = texts(now);
   std::vector<std::string> p;
-  compare(p, "tokenizer (sha256)", short_hash(saved.tokenizer_sha256), short_hash(now.tokenizer_sha256));
-  compare(p, "train.bin tokens", std::to_string(saved.train_tokens), std::to_string(now.train_tokens));
-  compare(p, "val.bin tokens", std::to_string(saved.val_tokens), std::to_string(now.val_tokens));
+  for (size_t i = 0; i < was.size(); ++i) compare(p, label(was[i].first), was[i].second, is[i].second);
   if (!p.empty()) refuse("checkpoint", p);
 }
 

@@ -8,7 +8,7 @@ double accumulate_gradients(model::GptImpl& model, data::Batcher& batcher, int64
   double mean_loss = 0.0;
   for (int64_t micro = 0; micro < accum; ++micro) {
     auto batch = batcher.next();
-    auto loss = model.loss(batch.x, batch.y);  // () mean nats/token of this micro-batch
+    auto loss = model.forward(batch.x, batch.y);  // () mean nats/token of this micro-batch
     if (micro + 1 == accum && before_last) before_last();
     (loss / static_cast<double>(accum)).backward();  // mean of equal-size micro-batch means = big-batch mean
     mean_loss += loss.item<double>() / static_cast<double>(accum);
