@@ -23,6 +23,19 @@ fs::path train_variant(const ScratchDir& dir, const std::string& run, const std:
   return dir / run;
 }
 
+// `inspect probs --json` of the checkpoint `run` against scripts/check_hf_export.py's independent forward of
+// its export `out` (model_type `family`), to the script's 1e-5.
+void expect_independent_forward_agrees(const ScratchDir& dir, const std::string& name, const fs::path& run,
+                                       const fs::path& out, const std::string& family) {
+  auto r = run_lmtrain("inspect probs --checkpoint " + run.string() + " --text 'The river flows to the sea' --json -k 5");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::ofstream(dir / (name + ".json")) << r.output.substr(r.output.find('['));
+  r = run_command("/usr/bin/python3 " + std::string(LMTRAIN_SOURCE_DIR) + "/scripts/check_hf_export.py " +
+                  out.string() + " " + (dir / (name + ".json")).string());
+  EXPECT_EQ(r.exit_code, 0) << name << ": " << r.output;
+  EXPECT_NE(r.output.find("max |p_" + family + " - p_lmtrain|"), std::string::npos) << r.output;
+}
+
 }  // namespace
 
 TEST(Export, HfDirectoryReproducesInspectProbsInAnIndependentGpt2Forward) {
@@ -49,14 +62,36 @@ TEST(Export, HfDirectoryReproducesInspectProbsInAnIndependentGpt2Forward) {
     bool has_head = false;
     for (auto& [n, t] : st.tensors) has_head = has_head || n == "lm_head.weight";
     EXPECT_EQ(has_head, !tied) << name;
-    r = run_lmtrain("inspect probs --checkpoint " + run.string() + " --text 'The river flows to the sea' --json -k 5");
-    ASSERT_EQ(r.exit_code, 0) << r.output;
-    std::ofstream(dir / (name + ".json")) << r.output.substr(r.output.find('['));
-    r = run_command("/usr/bin/python3 " + std::string(LMTRAIN_SOURCE_DIR) + "/scripts/check_hf_export.py " +
-                    out.string() + " " + (dir / (name + ".json")).string());
-    EXPECT_EQ(r.exit_code, 0) << name << ": " << r.output;
-    EXPECT_NE(r.output.find("max |p_gpt2 - p_lmtrain|"), std::string::npos) << r.output;
+    expect_independent_forward_agrees(dir, name, run, out, "gpt2");
   }
+}
+
+// A rope model exports as GPT-NeoX (query_key_value head by head, rotary on every head dimension), checked
+// by the independent NeoX forward of scripts/check_hf_export.py; what NeoX computes otherwise is refused.
+TEST(Export, RopeModelsExportAsGptNeoxAndReproduceInspectProbs) {
+  ScratchDir dir("export_neox");
+  for (const auto& [name, keys] : std::vector<std::pair<std::string, std::string>>{
+           {"rope_tied", "positions: rope, rope_base: 500"}, {"rope_untied", "positions: rope, tie_embeddings: false"}}) {
+    const fs::path run = train_variant(dir, name, keys);
+    const fs::path out = dir / (name + "_hf");
+    auto r = run_lmtrain("export --checkpoint " + run.string() + " --format hf --out " + out.string());
+    ASSERT_EQ(r.exit_code, 0) << name << ": " << r.output;
+    const std::string config = slurp(out / "config.json");
+    EXPECT_NE(config.find("\"model_type\": \"gpt_neox\""), std::string::npos) << config;
+    EXPECT_NE(config.find("\"rotary_pct\": 1.0"), std::string::npos) << config;
+    EXPECT_NE(config.find("\"use_parallel_residual\": false"), std::string::npos) << config;
+    auto st = checkpoint::read_safetensors(out / "model.safetensors");
+    bool has_qkv = false;
+    for (auto& [n, t] : st.tensors) has_qkv = has_qkv || n == "gpt_neox.layers.0.attention.query_key_value.weight";
+    EXPECT_TRUE(has_qkv) << name;
+    expect_independent_forward_agrees(dir, name, run, out, "gpt_neox");
+  }
+  const fs::path relu = train_variant(dir, "rope_relu2", "positions: rope, mlp_activation: relu2");
+  auto r = run_lmtrain("export --checkpoint " + relu.string() + " --format hf --out " + (dir / "relu_hf").string());
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("expected a model GPT-NeoX can express, got mlp_activation relu2"), std::string::npos)
+      << r.output;
+  EXPECT_FALSE(fs::exists(dir / "relu_hf")) << "nothing is written for a refused export";
 }
 
 TEST(Export, TiedSqrtDIsRefusedAndTheSafetensorsFormatKeepsLmtrainNames) {

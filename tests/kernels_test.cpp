@@ -385,6 +385,21 @@ TEST_F(Kernels, HeadLossValueAndGradients) {
     if (weight_grad) expect_close(w.grad(), w2.grad(), 1e-5, "dw");
     EXPECT_FALSE(weight_grad ? false : w.grad().defined()) << "a frozen table got a gradient";
   }
+  // Soft-capped (model.logit_softcap): logits of magnitude ~10 against a cap of 3, so the cap bites.
+  {
+    const int64_t N = 1500, C = 16, V = 97;
+    auto h = (torch::randn({N, C}) * 3).requires_grad_(), w = (torch::randn({V, C})).requires_grad_();
+    auto y = torch::randint(V, {N});
+    auto loss = kn::next_token_loss(h, w, y, 3.0);
+    loss.backward();
+    auto h2 = h.detach().clone().requires_grad_(), w2 = w.detach().clone().requires_grad_();
+    auto want = torch::nn::functional::cross_entropy(3.0 * torch::tanh(torch::mm(h2, w2.t()) / 3.0), y);
+    want.backward();
+    EXPECT_NEAR(loss.item<double>(), want.item<double>(), 1e-5) << "soft-capped";
+    expect_close(h.grad(), h2.grad(), 1e-5, "soft-capped dh");
+    expect_close(w.grad(), w2.grad(), 1e-5, "soft-capped dw");
+    EXPECT_GT(std::abs(loss.item<double>() - kn::next_token_loss(h, w, y).item<double>()), 0.1) << "the cap bites";
+  }
   torch::NoGradGuard no_grad;  // evaluation: the value only
   auto h = torch::randn({77, 16}), w = torch::randn({50, 16});
   auto y = torch::randint(50, {7, 11});

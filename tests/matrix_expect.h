@@ -103,6 +103,6 @@ inline constexpr const char* kGenerateBeyondWindow = R"(sample 1 of 1: 80 tokens
 inline constexpr const char* kReportClobber = R"(\[report\] -o: refusing to overwrite '[^']*': it is not an lmtrain report)";
 inline constexpr const char* kReportNoDir = R"(\[report\] -o: expected a file in an existing directory, got '[^']*' \(no directory '[^']*'\))";
 inline constexpr const char* kReportOtherTokenizer = R"(\[report\] --compare: expected a checkpoint with the same tokenizer as )";
-inline constexpr const char* kExtendLearned = R"(\[sample\] extend positions: expected a model with sinusoidal positions)";
+inline constexpr const char* kExtendLearned = R"(\[sample\] extend positions: expected a model with sinusoidal or rope positions)";
 
 }  // namespace lm::test::expect

@@ -198,14 +198,28 @@ TEST(GptConfig, EveryListedFieldReachesJsonEqualityAndTheResumeCheck) {
   }
 }
 
-// A field added after arch.json's first form (mlp_activation) reads as its default from an older file, which
-// computed that; a field of the first form is still required.
+// The fields added after arch.json's first form (mlp_activation and the recipe's keys) read as their
+// defaults from an older file, which computed those: an older checkpoint is the GPT-2 model it was. A field
+// of the first form is still required.
 TEST(GptConfig, AnOlderArchJsonMeansTheLaterFieldsDefaults) {
-  model::GptConfig relu;
-  relu.mlp_activation = model::MlpActivation::kRelu2;
-  nlohmann::json j = relu;
-  j.erase("mlp_activation");
-  EXPECT_EQ(j.get<model::GptConfig>().mlp_activation, model::MlpActivation::kGelu);
+  model::GptConfig modern;
+  modern.d_model = 96;
+  modern.mlp_activation = model::MlpActivation::kRelu2;
+  modern.rope_base = 500.0;
+  modern.qk_norm = true;
+  modern.bias = false;
+  modern.init_std = 0.1;
+  modern.embedding_init_std = 0.2;
+  modern.zero_init_proj = true;
+  modern.logit_softcap = 15.0;
+  nlohmann::json j = modern;
+  for (const char* later : {"mlp_activation", "rope_base", "qk_norm", "bias", "init_std", "embedding_init_std",
+                            "zero_init_proj", "logit_softcap"}) {
+    j.erase(later);
+  }
+  model::GptConfig want;
+  want.d_model = 96;
+  EXPECT_TRUE(j.get<model::GptConfig>() == want) << model::describe(j.get<model::GptConfig>());
   j.erase("d_model");
   EXPECT_THROW(j.get<model::GptConfig>(), nlohmann::json::exception);
 }

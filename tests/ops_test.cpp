@@ -1,6 +1,6 @@
 // The model's two sets of operations (model/ops.h, model/make_ops.h): the fused set follows the reference set
-// for every architecture both implement, and an architecture the fused set lacks is refused under `fused`
-// and computed by the reference set under `auto`.
+// for every architecture, the recipe's options included (no architecture is refused today: make_ops refuses
+// `fused` only where fused::unsupported names an option, and for a GPU or bf16, Kernels.* in kernels_test).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -35,12 +35,34 @@ std::vector<model::GptConfig> shared_architectures() {
       }
     }
   }
+  // The recipe's options (docs/recipe.md), each alone on the first, then all together.
+  const model::GptConfig base = out.front();
+  auto variant = [&](auto&& set) {
+    model::GptConfig c = base;
+    set(c);
+    out.push_back(c);
+  };
+  variant([](model::GptConfig& c) { c.positions = model::Positions::kRope; });
+  variant([](model::GptConfig& c) { c.qk_norm = true; });
+  variant([](model::GptConfig& c) { c.mlp_activation = model::MlpActivation::kRelu2; });
+  variant([](model::GptConfig& c) { c.bias = false; });
+  variant([](model::GptConfig& c) { c.zero_init_proj = true; });
+  variant([](model::GptConfig& c) { c.logit_softcap = 2.0; });
+  variant([](model::GptConfig& c) {
+    c.positions = model::Positions::kRope;
+    c.rope_base = 500.0;
+    c.qk_norm = true;
+    c.mlp_activation = model::MlpActivation::kRelu2;
+    c.bias = false;
+    c.zero_init_proj = true;
+    c.init_std = 0.03;
+    c.embedding_init_std = 0.5;
+    c.logit_softcap = 2.0;
+  });
   return out;
 }
 
-std::string name_of(const model::GptConfig& c) {
-  return model::to_string(c.positions) + (c.tie_embeddings ? " tied " : " untied ") + model::to_string(c.embedding_scale);
-}
+std::string name_of(const model::GptConfig& c) { return model::describe(c); }
 
 // 20 AdamW steps (clipped at 1) of a model built from seed 5 with `ops`, on one batch drawn from seed 9.
 std::vector<double> twenty_losses(const model::GptConfig& arch, const model::OpsPtr& ops) {
@@ -85,44 +107,40 @@ TEST(Ops, FusedSetFollowsTheReferenceForEveryArchitecture) {
   }
 }
 
-// relu2 is the reference set's alone: `fused` refuses it naming the option (exit 2), `auto` takes the
-// reference set and says why, and the reference set computes relu(x)^2.
-TEST(Ops, AnArchitectureTheFusedSetLacksIsRefusedOrFallsBack) {
+// The soft-capped loss of either set is the cross-entropy of c tanh(logits / c), value and gradients.
+TEST(Ops, TheSoftCappedLossIsTheCrossEntropyOfTheCappedLogits) {
+  FusedThreads threads;
   const torch::Device cpu(torch::kCPU);
   model::GptConfig arch = tiny_config(64);
-  arch.mlp_activation = model::MlpActivation::kRelu2;
-  try {
-    model::make_ops(util::Kernels::kFused, cpu, torch::kFloat, arch);
-    ADD_FAILURE() << "run.kernels fused accepted mlp_activation relu2";
-  } catch (const ConfigError& e) {
-    EXPECT_EQ(e.code(), ExitCode::kUsage);
-    EXPECT_NE(std::string(e.what()).find("model.mlp_activation relu2"), std::string::npos) << e.what();
+  arch.logit_softcap = 15.0;
+  for (auto kernels : {util::Kernels::kReference, util::Kernels::kFused}) {
+    const auto chosen = model::make_ops(kernels, cpu, torch::kFloat, arch);
+    EXPECT_EQ(chosen.ops->fused(), kernels == util::Kernels::kFused) << chosen.why;
+    torch::manual_seed(6);
+    const auto h = (torch::randn({300, 5}) * 10).requires_grad_(), w = (torch::randn({7, 5}) * 10).requires_grad_();
+    const auto y = torch::randint(7, {300});
+    auto got = chosen.ops->next_token_loss(h, w, y, 15.0);
+    got.backward();
+    const auto h2 = h.detach().clone().requires_grad_(), w2 = w.detach().clone().requires_grad_();
+    auto want = torch::nn::functional::cross_entropy(15.0 * torch::tanh(torch::mm(h2, w2.t()) / 15.0), y);
+    want.backward();
+    EXPECT_NEAR(got.item<double>(), want.item<double>(), 1e-5) << chosen.ops->name();
+    EXPECT_TRUE(torch::allclose(h.grad(), h2.grad(), 1e-4, 1e-6)) << chosen.ops->name();
+    EXPECT_TRUE(torch::allclose(w.grad(), w2.grad(), 1e-4, 1e-6)) << chosen.ops->name();
   }
-  const auto chosen = model::make_ops(util::Kernels::kAuto, cpu, torch::kFloat, arch);
-  EXPECT_FALSE(chosen.ops->fused());
-  EXPECT_NE(chosen.why.find("reference ops (run.kernels auto): model.mlp_activation relu2"), std::string::npos)
-      << chosen.why;
-  const auto x = torch::randn({3, 5}), w = torch::randn({7, 5}), b = torch::randn({7});
-  const auto h = torch::nn::functional::linear(x, w, b);
-  EXPECT_TRUE(torch::allclose(chosen.ops->linear_act(x, w, b, model::MlpActivation::kRelu2),
-                              torch::where(h > 0, h * h, torch::zeros_like(h))));
 }
 
-// The same through the binary: the refusal before anything is written, and auto's log line.
-TEST(Ops, TheTrainerRefusesOrFallsBackForRelu2) {
-  ScratchDir dir("ops_relu2");
+// Through the binary: every recipe option at once trains on the fused set under `fused` and under `auto`.
+TEST(Ops, TheTrainerRunsEveryRecipeOptionOnTheFusedSet) {
+  ScratchDir dir("ops_recipe");
   RunSpec spec;
-  spec.model = "d_model: 32, n_layers: 2, n_heads: 2, max_seq_len: 16, mlp_activation: relu2";
-  auto r = run_lmtrain("train -c " + write_run_config(dir, spec).string() + " --set run.kernels=fused");
-  EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_NE(r.output.find("run.kernels fused: the fused kernels do not apply: model.mlp_activation relu2"),
-            std::string::npos) << r.output;
-  EXPECT_FALSE(fs::exists(dir / spec.run / "latest")) << "a refused run wrote a checkpoint";
-  r = run_lmtrain("train -c " + write_run_config(dir, spec).string());
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("reference ops (run.kernels auto): model.mlp_activation relu2: the fused kernels "
-                          "implement the gelu MLP only"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("(reference ops, OpenBLAS"), std::string::npos) << r.output;
+  spec.model = "d_model: 32, n_layers: 2, n_heads: 2, max_seq_len: 16, positions: rope, qk_norm: true, "
+               "mlp_activation: relu2, bias: false, zero_init_proj: true, logit_softcap: 15";
+  for (const char* kernels : {"fused", "auto"}) {
+    auto r = run_lmtrain("train -c " + write_run_config(dir, spec).string() + " --overwrite --set run.kernels=" + kernels);
+    ASSERT_EQ(r.exit_code, 0) << kernels << ": " << r.output;
+    EXPECT_NE(r.output.find("fused ops (run.kernels " + std::string(kernels)), std::string::npos) << r.output;
+  }
 }
 
 }  // namespace lm::test

@@ -80,12 +80,16 @@ TEST(Sample, GreedyPicksTheArgmax) {
 // The acceptance test of the KV cache: every step of a 64-token generation draws from the same logits
 // (to 1e-5) as a full recompute of the window; the window slides several times on the way (T=16).
 TEST(Sample, CachedLogitsEqualFullRecomputeForEveryStep) {
-  for (auto pos : {model::Positions::kLearned, model::Positions::kSinusoidal}) {
+  for (auto pos : {model::Positions::kLearned, model::Positions::kSinusoidal, model::Positions::kRope}) {
     for (bool extend : {false, true}) {
       if (extend && pos == model::Positions::kLearned) continue;
       torch::manual_seed(21);
       auto cfg = tiny_config(128, true, pos);
       cfg.max_seq_len = 16;
+      if (pos == model::Positions::kRope) {  // with the other options that touch attention and the head
+        cfg.qk_norm = true;
+        cfg.logit_softcap = 2.0;
+      }
       model::Gpt m(cfg);
       sample::GenerateOptions o;
       o.max_new_tokens = 64;

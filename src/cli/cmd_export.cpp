@@ -17,7 +17,7 @@ void add_export_commands(CLI::App& app) {
   auto* cmd = app.add_subcommand("export", "Write a checkpoint for other tools: a Hugging Face GPT-2 directory or a "
                                            "safetensors file");
   add_checkpoint_option(cmd, o->checkpoint, true);
-  cmd->add_option("--format", o->format, "hf (GPT2LMHeadModel directory) | safetensors (one file, lmtrain names)")
+  cmd->add_option("--format", o->format, "hf (a GPT2LMHeadModel directory; GPTNeoXForCausalLM for rope models) | safetensors (one file, lmtrain names)")
       ->capture_default_str();
   cmd->add_option("--out", o->out, "output directory (hf) or file (safetensors)")->required();
   cmd->callback([o] {
@@ -33,7 +33,7 @@ void add_export_commands(CLI::App& app) {
     const auto files = exporter::export_hf(ck, o->out);
     std::cout << "wrote " << o->out << ":";
     for (const auto& f : files) std::cout << " " << f;
-    std::cout << "\n(a GPT2LMHeadModel of " << ck.dir.string() << "; lmtrain starts every prompt with id "
+    std::cout << "\n(a " << (ck.arch.positions == model::Positions::kRope ? "GPTNeoXForCausalLM" : "GPT2LMHeadModel") << " of " << ck.dir.string() << "; lmtrain starts every prompt with id "
               << "eos_token_id: prepend it to match `lmtrain sample`)\n";
   });
 }

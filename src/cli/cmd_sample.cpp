@@ -207,7 +207,7 @@ void add_sample_commands(CLI::App& app) {
   cmd->add_option("--stop", o->stops, "end a sample once its text contains this string (repeatable; not printed)");
   cmd->add_flag("--no-truncate", o->no_truncate, "a prompt longer than max_seq_len is an error (default: keep its end)");
   cmd->add_flag("--extend-positions", o->gen.extend_positions,
-                "sinusoidal models: run positions past max_seq_len instead of sliding the window");
+                "sinusoidal and rope models: run positions past max_seq_len instead of sliding the window");
   cmd->add_flag("--no-cache", o->no_cache, "recompute the whole window for every token (slow; for comparison)");
   cmd->add_option("--bench", o->bench_repeats, "time --generate tokens with the cache and by full recompute, N runs each")
       ->check(CLI::Range(1, 1 << 30));

@@ -156,6 +156,8 @@ RunConfig build(const YAML::Node* root, const std::string& origin, const std::ve
   std::vector<std::string> errs;
   if (root) apply_yaml(cfg, *root, origin, errs);
   apply_overrides(cfg, overrides, errs);
+  // model.embedding_init_std follows model.init_std unless it is given itself.
+  if (!cfg.explicit_keys.count("model.embedding_init_std")) cfg.model.embedding_init_std = cfg.model.init_std;
   if (errs.empty()) validate(cfg, errs);
   if (!errs.empty()) {
     std::string msg = "[config] " + std::to_string(errs.size()) + " problem" + (errs.size() > 1 ? "s" : "") + ": ";

@@ -41,23 +41,49 @@ std::vector<Gpt2Name> gpt2_names(const model::GptConfig& a) {
   return out;
 }
 
-std::vector<std::pair<std::string, torch::Tensor>> gpt2_tensors(const model::GptImpl& m) {
-  const auto& a = m.config();
-  const bool scaled = a.embedding_scale == model::EmbeddingScale::kSqrtD;
+namespace {
+
+// Refuses, naming the option, what neither GPT-2 nor GPT-NeoX computes as lmtrain does; `family` names the
+// target the positions chose ("GPT-2" for added positions, "GPT-NeoX" for rope).
+void refuse_inexpressible(const model::GptConfig& a, const std::string& family) {
+  auto refuse = [&](const std::string& what) {
+    throw ConfigError("[export] hf: expected a model " + family + " can express, got " + what +
+                      ". Hint: export --format safetensors keeps lmtrain's form.");
+  };
   if (a.mlp_activation != model::MlpActivation::kGelu) {
-    throw ConfigError("[export] hf: expected a model GPT-2 can express, got mlp_activation " +
-                      model::to_string(a.mlp_activation) + ": GPT-2's MLP is the GELU. Hint: export --format "
-                      "safetensors keeps lmtrain's form.");
+    refuse("mlp_activation " + model::to_string(a.mlp_activation) + ": " + family + "'s MLP is the GELU");
   }
-  if (scaled && a.tie_embeddings) {
-    throw ConfigError("[export] hf: expected a model GPT-2 can express, got embedding_scale sqrt_d with a tied head: "
-                      "GPT-2 embeds with wte and reads logits through the same wte, so no one table gives both "
-                      "x sqrt(C) rows and unscaled logits. Hint: export --format safetensors keeps lmtrain's form.");
+  if (a.qk_norm) refuse("qk_norm true: " + family + "'s attention scores q and k as they come");
+  if (!a.bias) refuse("bias false: " + family + "'s linear layers have biases");
+  if (a.logit_softcap > 0.0) refuse("a logit_softcap: " + family + "'s logits are not capped");
+  if (a.embedding_scale == model::EmbeddingScale::kSqrtD && a.tie_embeddings) {
+    refuse("embedding_scale sqrt_d with a tied head: " + family + " embeds and reads logits through the same "
+           "table, so no one table gives both x sqrt(C) rows and unscaled logits");
   }
-  torch::NoGradGuard no_grad;
+}
+
+// The model's weights on the CPU by lmtrain name, the sqrt(C) scale folded into an untied model's table.
+std::map<std::string, torch::Tensor> weights_for_export(const model::GptImpl& m) {
+  const auto& a = m.config();
   std::map<std::string, torch::Tensor> mine;
   for (auto& [name, t] : model::named_weights(m)) mine[name] = t.detach().cpu();
-  if (scaled) mine["tok_emb.weight"] = mine["tok_emb.weight"] * std::sqrt(static_cast<double>(a.d_model));
+  if (a.embedding_scale == model::EmbeddingScale::kSqrtD) {
+    mine["tok_emb.weight"] = mine["tok_emb.weight"] * std::sqrt(static_cast<double>(a.d_model));
+  }
+  return mine;
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, torch::Tensor>> gpt2_tensors(const model::GptImpl& m) {
+  const auto& a = m.config();
+  if (a.positions == model::Positions::kRope) {
+    throw ConfigError("[export] hf: expected a model GPT-2 can express, got positions rope: GPT-2 adds a position "
+                      "table. Hint: export --format hf writes GPT-NeoX for rope models.");
+  }
+  refuse_inexpressible(a, "GPT-2");
+  torch::NoGradGuard no_grad;
+  std::map<std::string, torch::Tensor> mine = weights_for_export(m);
   std::vector<std::pair<std::string, torch::Tensor>> out;
   if (a.positions == model::Positions::kSinusoidal) {  // exact as a table of max_seq_len rows
     auto& self = const_cast<model::GptImpl&>(m);         // pos_emb->forward is not const; it only reads
@@ -68,6 +94,76 @@ std::vector<std::pair<std::string, torch::Tensor>> gpt2_tensors(const model::Gpt
     out.emplace_back(n.gpt2, (n.transpose ? t.t() : t).contiguous());
   }
   return out;
+}
+
+namespace {
+
+// config.json's text: `c` plus the keys both families share (tied head, eos as bos and eos, fp32, cache).
+std::string with_common_keys(json c, const model::GptConfig& a, int32_t eos_id) {
+  c["tie_word_embeddings"] = a.tie_embeddings;
+  c["bos_token_id"] = eos_id;
+  c["eos_token_id"] = eos_id;
+  c["torch_dtype"] = "float32";
+  c["use_cache"] = true;
+  return c.dump(2) + "\n";
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, torch::Tensor>> neox_tensors(const model::GptImpl& m) {
+  const auto& a = m.config();
+  refuse_inexpressible(a, "GPT-NeoX");
+  torch::NoGradGuard no_grad;
+  std::map<std::string, torch::Tensor> mine = weights_for_export(m);
+  const int64_t C = a.d_model, H = a.n_heads, D = C / H;
+  // lmtrain's qkv rows are [q | k | v], each head by head: (3, H, D); NeoX's are head by head, each [q | k | v]: (H, 3, D).
+  auto per_head = [&](const torch::Tensor& t) {  // (3C, ...) -> (3, H, D, ...) -> (H, 3, D, ...) -> (3C, ...)
+    std::vector<int64_t> sizes = {3, H, D};
+    for (int64_t d = 1; d < t.dim(); ++d) sizes.push_back(t.size(d));
+    return t.reshape(sizes).transpose(0, 1).reshape(t.sizes()).contiguous();
+  };
+  std::vector<std::pair<std::string, torch::Tensor>> out = {{"gpt_neox.embed_in.weight", mine.at("tok_emb.weight")}};
+  for (int64_t i = 0; i < a.n_layers; ++i) {
+    const std::string n = "gpt_neox.layers." + std::to_string(i) + ".", b = "blocks." + std::to_string(i) + ".";
+    for (const auto& [neox, lm] : std::vector<std::pair<std::string, std::string>>{
+             {"input_layernorm.weight", "ln1.weight"}, {"input_layernorm.bias", "ln1.bias"},
+             {"post_attention_layernorm.weight", "ln2.weight"}, {"post_attention_layernorm.bias", "ln2.bias"}}) {
+      out.emplace_back(n + neox, mine.at(b + lm));
+    }
+    out.emplace_back(n + "attention.query_key_value.weight", per_head(mine.at(b + "attn.qkv.weight")));
+    out.emplace_back(n + "attention.query_key_value.bias", per_head(mine.at(b + "attn.qkv.bias")));
+    for (const auto& [neox, lm] : std::vector<std::pair<std::string, std::string>>{
+             {"attention.dense.weight", "attn.proj.weight"}, {"attention.dense.bias", "attn.proj.bias"},
+             {"mlp.dense_h_to_4h.weight", "mlp.fc.weight"}, {"mlp.dense_h_to_4h.bias", "mlp.fc.bias"},
+             {"mlp.dense_4h_to_h.weight", "mlp.proj.weight"}, {"mlp.dense_4h_to_h.bias", "mlp.proj.bias"}}) {
+      out.emplace_back(n + neox, mine.at(b + lm));
+    }
+  }
+  out.emplace_back("gpt_neox.final_layer_norm.weight", mine.at("ln_f.weight"));
+  out.emplace_back("gpt_neox.final_layer_norm.bias", mine.at("ln_f.bias"));
+  if (!a.tie_embeddings) out.emplace_back("embed_out.weight", mine.at("head.weight"));
+  return out;
+}
+
+std::string neox_config_json(const model::GptConfig& a, int32_t eos_id) {
+  json c = {{"architectures", {"GPTNeoXForCausalLM"}},
+            {"model_type", "gpt_neox"},
+            {"vocab_size", a.vocab_size},
+            {"max_position_embeddings", a.max_seq_len},
+            {"hidden_size", a.d_model},
+            {"num_hidden_layers", a.n_layers},
+            {"num_attention_heads", a.n_heads},
+            {"intermediate_size", a.mlp_ratio * a.d_model},
+            {"hidden_act", "gelu"},  // erf GELU, as lmtrain
+            {"rotary_pct", 1.0},
+            {"rotary_emb_base", a.rope_base},
+            {"use_parallel_residual", false},
+            {"layer_norm_eps", 1e-5},
+            {"attention_bias", true},
+            {"attention_dropout", 0.0},
+            {"hidden_dropout", 0.0},
+            {"initializer_range", a.init_std}};
+  return with_common_keys(c, a, eos_id);
 }
 
 std::string gpt2_config_json(const model::GptConfig& a, int32_t eos_id) {
@@ -86,18 +182,15 @@ std::string gpt2_config_json(const model::GptConfig& a, int32_t eos_id) {
             {"embd_pdrop", 0.0},
             {"attn_pdrop", 0.0},
             {"initializer_range", 0.02},
-            {"scale_attn_weights", true},
-            {"tie_word_embeddings", a.tie_embeddings},
-            {"bos_token_id", eos_id},
-            {"eos_token_id", eos_id},
-            {"torch_dtype", "float32"},
-            {"use_cache", true}};
-  return c.dump(2) + "\n";
+            {"scale_attn_weights", true}};
+  return with_common_keys(c, a, eos_id);
 }
 
 std::vector<std::string> export_hf(const checkpoint::LoadedCheckpoint& ck, const fs::path& out) {
+  // GPT-2 for added positions, GPT-NeoX for rope; each refuses what it cannot express before anything is written.
+  const bool neox = ck.arch.positions == model::Positions::kRope;
   checkpoint::SafeTensors st;
-  st.tensors = gpt2_tensors(*ck.model);  // refuses what GPT-2 cannot express before anything is written
+  st.tensors = neox ? neox_tensors(*ck.model) : gpt2_tensors(*ck.model);
   st.metadata = {{"format", "pt"}};
   tokenizer::Tokenizer tok(ck.tokenizer_model);
   const int32_t eos = tok.eos_id();
@@ -106,7 +199,7 @@ std::vector<std::string> export_hf(const checkpoint::LoadedCheckpoint& ck, const
                            {"unk_token", tok.piece(tok.unk_id())}, {"eos_token", tok.piece(eos)}};
   json generation = {{"bos_token_id", eos}, {"eos_token_id", eos}};
   const std::vector<std::pair<std::string, std::string>> files = {
-      {"config.json", gpt2_config_json(ck.arch, eos)},
+      {"config.json", neox ? neox_config_json(ck.arch, eos) : gpt2_config_json(ck.arch, eos)},
       {"generation_config.json", generation.dump(2) + "\n"},
       {"model.safetensors", checkpoint::safetensors_bytes(st)},
       {"tokenizer.model", util::read_file(ck.tokenizer_model, "checkpoint tokenizer")},

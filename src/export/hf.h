@@ -1,6 +1,6 @@
-// Leaving lmtrain: a checkpoint as a Hugging Face GPT-2 model directory (config.json, model.safetensors
-// with GPT-2's names, generation_config.json, tokenizer.model, tokenizer_config.json), or as one
-// safetensors file with lmtrain's own names.
+// Leaving lmtrain: a checkpoint as a Hugging Face model directory, GPT-2 for added positions and GPT-NeoX for
+// rope (config.json, model.safetensors with the family's names, generation_config.json, tokenizer.model,
+// tokenizer_config.json), or as one safetensors file with lmtrain's own names.
 #pragma once
 
 #include <torch/torch.h>
@@ -30,6 +30,17 @@ std::vector<Gpt2Name> gpt2_names(const model::GptConfig& a);
 /// and an untied head the scale is folded into wte. Throws ConfigError for sqrt_d with a tied head: GPT-2
 /// reads its logits through the same wte it embeds with, so no single table gives both exactly.
 std::vector<std::pair<std::string, torch::Tensor>> gpt2_tensors(const model::GptImpl& m);
+
+/// The model's tensors under GPT-NeoX's names (GPTNeoXForCausalLM), for a rope model: embed_in, every
+/// layer's input/post_attention LayerNorms, query_key_value laid out head by head as [h][q|k|v][head_dim]
+/// (lmtrain's rows are [q|k|v][h][head_dim]), dense, dense_h_to_4h, dense_4h_to_h (nn.Linear, no
+/// transpose), final_layer_norm, embed_out when untied. Throws ConfigError for what NeoX computes otherwise:
+/// relu2, qk_norm, no biases, a soft-cap, sqrt_d with a tied head.
+std::vector<std::pair<std::string, torch::Tensor>> neox_tensors(const model::GptImpl& m);
+
+/// config.json of a GPTNeoXForCausalLM: rotary_pct 1.0, rotary_emb_base = rope_base (rotate-half, as
+/// lmtrain), sequential residuals (use_parallel_residual false), erf GELU, LayerNorm eps 1e-5, biases.
+std::string neox_config_json(const model::GptConfig& a, int32_t eos_id);
 
 /// config.json of a GPT2LMHeadModel with the architecture of `a` (activation "gelu" = erf GELU, LayerNorm
 /// eps 1e-5, no dropout, n_inner = mlp_ratio x d_model, n_positions = max_seq_len), `eos_id` as bos and eos.

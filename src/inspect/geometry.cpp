@@ -1,6 +1,7 @@
 #include "inspect/geometry.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "model/positions.h"
@@ -191,9 +192,94 @@ std::string format_table_structure(model::GptImpl& model) {
 
 }  // namespace
 
+torch::Tensor rotated_unit_rows(const model::RotaryImpl& rope, const std::vector<int64_t>& positions) {
+  const int64_t D = rope.head_dim();
+  const auto u = torch::full({1, D}, 1.0 / std::sqrt(static_cast<double>(D)), torch::kFloat64);  // (1,D)
+  std::vector<torch::Tensor> rows;
+  for (int64_t p : positions) {
+    auto [c, s] = model::rotary_tables(1, D, rope.base(), p);  // (1,D/2) each
+    rows.push_back(model::rotate_half(u, c.to(torch::kFloat64), s.to(torch::kFloat64))[0]);
+  }
+  return torch::stack(rows);  // (P,D)
+}
+
+namespace {
+
+// The (P,P) matrix `cos` as a table headed by `positions` across and down.
+std::string format_position_matrix(const std::vector<int64_t>& positions, const torch::Tensor& cos) {
+  std::string out;
+  char buf[32];
+  for (int64_t p : positions) {
+    std::snprintf(buf, sizeof buf, " %6lld", static_cast<long long>(p));
+    out += buf;
+  }
+  out += "\n";
+  for (size_t i = 0; i < positions.size(); ++i) {
+    std::snprintf(buf, sizeof buf, "%6lld", static_cast<long long>(positions[i]));
+    out += buf;
+    for (size_t j = 0; j < positions.size(); ++j) {
+      std::snprintf(buf, sizeof buf, " %6.3f", cos[static_cast<int64_t>(i)][static_cast<int64_t>(j)].item<double>());
+      out += buf;
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+// `inspect positions` of a rope model: what each pair turns by, and the cosine between a vector rotated to
+// two positions, which depends on their offset only.
+std::string format_rotary(const model::RotaryImpl& rope, int64_t max_seq_len, const std::vector<int64_t>& positions) {
+  std::string out;
+  char buf[512];
+  const int64_t D = rope.head_dim();
+  std::snprintf(buf, sizeof buf,
+                "rope positions, max_seq_len %lld, head width %lld, base %g: nothing is added to the token rows; in\n"
+                "every attention layer each head's q and k are rotated, pair i = (x[i], x[i+%lld]) by the angle\n"
+                "p x base^(-2i/%lld) at position p, so q_p . k_s depends on q, k and the offset p - s only\n",
+                static_cast<long long>(max_seq_len), static_cast<long long>(D), rope.base(),
+                static_cast<long long>(D / 2), static_cast<long long>(D));
+  out += buf;
+  const auto freq = rope.frequencies();  // (D/2) radians per token
+  out += "\npair  radians/token  wavelength (tokens)\n";
+  for (int64_t i = 0; i < freq.size(0); ++i) {
+    const double f = freq[i].item<double>();
+    std::snprintf(buf, sizeof buf, "%4lld  %13.6g  %19.6g%s\n", static_cast<long long>(i), f, 2.0 * M_PI / f,
+                  2.0 * M_PI / f > static_cast<double>(max_seq_len) ? "  (longer than the context)" : "");
+    out += buf;
+  }
+  // A unit vector u with equal components, rotated to positions p and s: cos = mean over pairs of
+  // cos((p - s) x freq_i). The same offset from two starts gives the same cosine: relative, not absolute.
+  const int64_t far = std::max<int64_t>(100, max_seq_len / 2);
+  out += "\ncosine between a unit vector rotated to position p and to p + d (the same for every p)\n"
+         "       d      p = 0  p = " + std::to_string(far) + "\n";
+  for (int64_t d = 0; d < 2 * max_seq_len; d = d == 0 ? 1 : 2 * d) {
+    const auto a = rotated_unit_rows(rope, {0, d}), b = rotated_unit_rows(rope, {far, far + d});
+    std::snprintf(buf, sizeof buf, "%8lld %10.4f %10.4f\n", static_cast<long long>(d), a[0].dot(a[1]).item<double>(),
+                  b[0].dot(b[1]).item<double>());
+    out += buf;
+  }
+  const auto rows = rotated_unit_rows(rope, positions);
+  const auto cos = cosine_matrix(rows);
+  out += "\ncosine between the unit vector rotated to these positions (each entry depends on the two positions'\n"
+         "offset only)\n      ";
+  out += format_position_matrix(positions, cos);
+  out += "\nLearned and sinusoidal positions are vectors added to each token row: absolute places, whose\n"
+         "similarity may differ between (0, d) and (100, 100 + d). Rotary positions add nothing; they change\n"
+         "how q and k meet, by the offset alone.\n";
+  return out;
+}
+
+}  // namespace
+
 std::string format_positions(model::GptImpl& model, const std::vector<int64_t>& positions, const std::vector<int64_t>& dims) {
   torch::NoGradGuard no_grad;
   const auto& a = model.config();
+  if (a.positions == model::Positions::kRope) {
+    for (int64_t p : positions) {
+      if (p < 0) throw ConfigError("[inspect] positions: expected positions >= 0, got " + std::to_string(p));
+    }
+    return format_rotary(*model.rope, a.max_seq_len, positions);
+  }
   const bool learned = a.positions == model::Positions::kLearned;
   for (int64_t p : positions) {
     if (p < 0 || (learned && p >= a.max_seq_len)) {
@@ -231,20 +317,7 @@ std::string format_positions(model::GptImpl& model, const std::vector<int64_t>& 
   }
   auto cos = cosine_matrix(chosen);
   out += "\ncosine similarity between these positions\n      ";
-  for (int64_t p : positions) {
-    std::snprintf(buf, sizeof buf, " %6lld", static_cast<long long>(p));
-    out += buf;
-  }
-  out += "\n";
-  for (size_t i = 0; i < positions.size(); ++i) {
-    std::snprintf(buf, sizeof buf, "%6lld", static_cast<long long>(positions[i]));
-    out += buf;
-    for (size_t j = 0; j < positions.size(); ++j) {
-      std::snprintf(buf, sizeof buf, " %6.3f", cos[static_cast<int64_t>(i)][static_cast<int64_t>(j)].item<double>());
-      out += buf;
-    }
-    out += "\n";
-  }
+  out += format_position_matrix(positions, cos);
   return out + format_table_structure(model);
 }
 

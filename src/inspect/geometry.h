@@ -51,7 +51,13 @@ std::string format_neighbour_change(const std::vector<Neighbour>& before, const 
 
 /// `inspect positions`: the vectors at the chosen positions and dimensions, the cosine similarity between
 /// positions (matrix and by distance), and for learned positions how close they are to sinusoidal ones.
+/// For rope: each pair's frequency and wavelength, and the cosine between a unit vector rotated to two
+/// positions (by offset, from two starts, and as a matrix over `positions`); `dims` is not used.
 std::string format_positions(model::GptImpl& model, const std::vector<int64_t>& positions, const std::vector<int64_t>& dims);
+
+/// A unit vector with equal components (1/sqrt(D)) rotated to each of `positions` by `rope`: (P, D) float64.
+/// Their cosines depend on the positions' offsets only.
+torch::Tensor rotated_unit_rows(const model::RotaryImpl& rope, const std::vector<int64_t>& positions);
 
 /// Cosine similarity matrix of the rows of x (N,C) -> (N,N).
 torch::Tensor cosine_matrix(const torch::Tensor& x);

@@ -25,14 +25,16 @@ ParamCount count_params(const model::GptConfig& cfg) {
     pc.positions = T * C;
     add("pos_emb", s(T, C), pc.positions);
   }
-  const int64_t ln = 2 * C, attn = 3 * C * C + 3 * C + C * C + C, mlp = C * Hd + Hd + Hd * C + C;
+  const int64_t b = cfg.bias ? 1 : 0;  // the linear layers' biases
+  const int64_t ln = 2 * C, attn = 3 * C * C + b * 3 * C + C * C + b * C, mlp = C * Hd + b * Hd + Hd * C + b * C;
   pc.per_block = 2 * ln + attn + mlp;
+  auto bias = [&](int64_t n) { return cfg.bias ? " + " + std::to_string(n) : std::string(); };
   for (int64_t i = 0; i < cfg.n_layers; ++i) {
-    const std::string b = "blocks." + std::to_string(i) + ".";
-    add(b + "ln1", "2 x " + std::to_string(C), ln);
-    add(b + "attn", "qkv " + s(3 * C, C) + " + " + std::to_string(3 * C) + ", proj " + s(C, C) + " + " + std::to_string(C), attn);
-    add(b + "ln2", "2 x " + std::to_string(C), ln);
-    add(b + "mlp", "fc " + s(Hd, C) + " + " + std::to_string(Hd) + ", proj " + s(C, Hd) + " + " + std::to_string(C), mlp);
+    const std::string blk = "blocks." + std::to_string(i) + ".";
+    add(blk + "ln1", "2 x " + std::to_string(C), ln);
+    add(blk + "attn", "qkv " + s(3 * C, C) + bias(3 * C) + ", proj " + s(C, C) + bias(C), attn);
+    add(blk + "ln2", "2 x " + std::to_string(C), ln);
+    add(blk + "mlp", "fc " + s(Hd, C) + bias(Hd) + ", proj " + s(C, Hd) + bias(C), mlp);
   }
   add("ln_f", "2 x " + std::to_string(C), ln);
   pc.tying_saving = V * C;

@@ -30,6 +30,7 @@ std::vector<ProbRow> teacher_forced(model::GptImpl& model, const tokenizer::Toke
   for (int64_t t = 0; t + 1 < n; ++t) {
     ProbRow r;
     r.position = t;
+    r.context_id = ids[t];
     r.context_piece = tok.piece(ids[t]);
     r.next_id = ids[t + 1];
     r.next_piece = tok.piece(r.next_id);
@@ -77,7 +78,7 @@ nlohmann::json probs_json(const std::vector<ProbRow>& rows) {
   for (const auto& r : rows) {
     nlohmann::json top = nlohmann::json::array();
     for (const auto& a : r.top) top.push_back({{"rank", a.rank}, {"id", a.id}, {"piece", a.piece}, {"prob", a.prob}});
-    out.push_back({{"position", r.position}, {"context", r.context_piece}, {"next_id", r.next_id}, {"next", r.next_piece},
+    out.push_back({{"position", r.position}, {"context_id", r.context_id}, {"context", r.context_piece}, {"next_id", r.next_id}, {"next", r.next_piece},
                    {"prob", r.prob}, {"rank", r.rank}, {"surprisal_bits", r.surprisal_bits},
                    {"entropy_bits", r.entropy_bits}, {"prob_sum", r.prob_sum}, {"top", top}});
   }
@@ -105,9 +106,24 @@ std::vector<Stage> trace_stages(model::GptImpl& model, const torch::Tensor& x, c
     if (name == "ids") return "token ids";
     if (name == "tok_emb") return model.config().embedding_scale == model::EmbeddingScale::kSqrtD ? "rows of tok_emb x sqrt(C)" : "rows of tok_emb";
     if (name == "+pos_emb") return model::to_string(model.config().positions) + " positions added";
-    if (name.rfind("blocks.", 0) == 0) return "x + attn(ln1 x), + mlp(ln2 x) (" + std::to_string(model.config().mlp_ratio * C) + " hidden)";
+    if (name.rfind("blocks.", 0) == 0) {
+      const auto& a = model.config();
+      std::string qk;  // what happens to q and k between the qkv product and the scores
+      if (a.qk_norm) qk = "q,k RMS-normed";
+      if (a.positions == model::Positions::kRope) qk += std::string(qk.empty() ? "" : ", ") + "q,k rotated by position (rope)";
+      return "x + attn(ln1 x)" + (qk.empty() ? "" : " [" + qk + "]") + ", + mlp(ln2 x) (" +
+             std::to_string(a.mlp_ratio * C) + " hidden, " + model::to_string(a.mlp_activation) + ")";
+    }
     if (name == "ln_f") return "final LayerNorm";
-    if (name == "logits") return model.config().tie_embeddings ? "x @ tok_emb^T (tied)" : "x @ head^T (untied)";
+    if (name == "logits") {
+      std::string head = model.config().tie_embeddings ? "x @ tok_emb^T (tied)" : "x @ head^T (untied)";
+      if (model.config().logit_softcap > 0) {
+        char cap[48];
+        std::snprintf(cap, sizeof cap, "%g", model.config().logit_softcap);
+        head = "c tanh((" + head + ")/c), c = " + cap + " (soft-cap)";
+      }
+      return head;
+    }
     return "";
   };
   torch::NoGradGuard no_grad;

@@ -19,6 +19,7 @@ namespace lm::inspect {
 /// One position of a teacher-forced pass: what came next, and what the model expected.
 struct ProbRow {
   int64_t position = 0;           ///< index of the context's last token
+  int32_t context_id = 0;          ///< the id at `position`
   std::string context_piece;      ///< the piece at `position`
   int32_t next_id = 0;
   std::string next_piece;         ///< the actual next piece

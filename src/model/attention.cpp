@@ -2,12 +2,15 @@
 
 #include <algorithm>
 #include <cstring>
+#include <tuple>
 
 namespace lm::model {
 
-CausalSelfAttentionImpl::CausalSelfAttentionImpl(int64_t C, int64_t H, OpsPtr ops) : H_(H), ops_(std::move(ops)) {
-  qkv = register_module("qkv", torch::nn::Linear(C, 3 * C));
-  proj = register_module("proj", torch::nn::Linear(C, C));
+CausalSelfAttentionImpl::CausalSelfAttentionImpl(const GptConfig& cfg, OpsPtr ops, std::shared_ptr<RotaryImpl> rope)
+    : H_(cfg.n_heads), qk_norm_(cfg.qk_norm), rope_(std::move(rope)), ops_(std::move(ops)) {
+  const int64_t C = cfg.d_model;
+  qkv = register_module("qkv", torch::nn::Linear(torch::nn::LinearOptions(C, 3 * C).bias(cfg.bias)));
+  proj = register_module("proj", torch::nn::Linear(torch::nn::LinearOptions(C, C).bias(cfg.bias)));
 }
 
 void KvLayer::reserve(int64_t n, const torch::Tensor& like) {
@@ -60,6 +63,11 @@ KvLayer KvLayer::clone() const {
 
 torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, KvLayer* cache) {
   auto qkv_x = ops_->linear(x, qkv->weight, qkv->bias);              // (B,T,3C): q | k | v
+  if (qk_norm_ || rope_) {
+    torch::Tensor cos, sin;  // (T,D/2) of positions S..S+T-1, S = the cached positions
+    if (rope_) std::tie(cos, sin) = rope_->tables(x.size(1), cache ? cache->length() : 0);
+    qkv_x = ops_->prepare_qk(qkv_x, H_, qk_norm_, cos, sin);         // (B,T,3C)
+  }
   auto y = ops_->attention(qkv_x, H_, cache);                        // (B,T,C)
   return ops_->linear(y, proj->weight, proj->bias);                  // (B,T,C)
 }

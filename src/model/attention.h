@@ -1,9 +1,11 @@
-// Causal multi-head self-attention with a fused qkv projection (Vaswani et al. 2017; GPT-2 layout).
+// Causal multi-head self-attention with a fused qkv projection (Vaswani et al. 2017; GPT-2 layout), q and
+// k optionally normalised per head (qk_norm) and rotated by their positions (rope) before the scores.
 #pragma once
 
 #include <torch/torch.h>
 
 #include "model/ops.h"
+#include "model/positions.h"
 
 namespace lm::model {
 
@@ -34,11 +36,13 @@ class KvLayer {
 
 class CausalSelfAttentionImpl : public torch::nn::Module {
  public:
-  /// REQUIRES: C % H == 0. `ops` computes the products and the attention (model/ops.h).
-  CausalSelfAttentionImpl(int64_t C, int64_t H, OpsPtr ops);
+  /// C = cfg.d_model, H = cfg.n_heads (C % H == 0), biases when cfg.bias, q and k normalised when
+  /// cfg.qk_norm; `rope` (the model's, for rope positions) rotates them, else null. `ops` computes the
+  /// products, the q/k preparation and the attention (model/ops.h).
+  CausalSelfAttentionImpl(const GptConfig& cfg, OpsPtr ops, std::shared_ptr<RotaryImpl> rope);
   /// x: (B,T,C) -> (B,T,C); position t attends to positions <= t only. With a cache holding S earlier
-  /// positions, x holds positions S..S+T-1: they attend to the cached keys too, and their keys and values
-  /// are appended to the cache.
+  /// positions, x holds positions S..S+T-1: they attend to the cached keys too, and their keys (rotated,
+  /// for rope) and values are appended to the cache.
   torch::Tensor forward(const torch::Tensor& x, KvLayer* cache = nullptr);
 
   torch::nn::Linear qkv{nullptr};   // C -> 3C  (checkpoint: attn.qkv.weight / .bias)
@@ -46,6 +50,8 @@ class CausalSelfAttentionImpl : public torch::nn::Module {
 
  private:
   int64_t H_;
+  bool qk_norm_;
+  std::shared_ptr<RotaryImpl> rope_;  // shared with the model (registered there as "rope")
   OpsPtr ops_;
 };
 TORCH_MODULE(CausalSelfAttention);

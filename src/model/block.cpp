@@ -2,11 +2,12 @@
 
 namespace lm::model {
 
-BlockImpl::BlockImpl(int64_t C, int64_t H, int64_t mlp_hidden, MlpActivation act, OpsPtr ops) {
+BlockImpl::BlockImpl(const GptConfig& cfg, OpsPtr ops, std::shared_ptr<RotaryImpl> rope) {
+  const int64_t C = cfg.d_model;
   ln1 = register_module("ln1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({C})));
-  attn = register_module("attn", CausalSelfAttention(C, H, ops));
+  attn = register_module("attn", CausalSelfAttention(cfg, ops, std::move(rope)));
   ln2 = register_module("ln2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({C})));
-  mlp = register_module("mlp", Mlp(C, mlp_hidden, act, ops));
+  mlp = register_module("mlp", Mlp(cfg, ops));
 }
 
 torch::Tensor BlockImpl::forward(const torch::Tensor& x, KvLayer* cache) {

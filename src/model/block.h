@@ -10,7 +10,8 @@ namespace lm::model {
 
 class BlockImpl : public torch::nn::Module {
  public:
-  BlockImpl(int64_t C, int64_t H, int64_t mlp_hidden, MlpActivation act, OpsPtr ops);
+  /// `rope`: the model's rotary tables when cfg.positions is rope, else null.
+  BlockImpl(const GptConfig& cfg, OpsPtr ops, std::shared_ptr<RotaryImpl> rope);
   /// x: (B,T,C) -> (B,T,C). `cache`: this layer's keys/values for incremental decoding (see attention.h).
   torch::Tensor forward(const torch::Tensor& x, KvLayer* cache = nullptr);
 

@@ -1,5 +1,5 @@
-// The decoder-only model: token table -> (x scale) -> + positions -> blocks -> ln_f -> logits through the
-// token table (tied) or a separate head (untied). Parameter names are checkpoint keys (docs/formats.md "Weight names (`model.safetensors`)").
+// The decoder-only model: token table -> (x scale) -> + positions (learned, sinusoidal; none for rope) ->
+// blocks -> ln_f -> logits through the token table (tied) or a separate head (untied), optionally soft-capped. Parameter names are checkpoint keys (docs/formats.md "Weight names (`model.safetensors`)").
 #pragma once
 
 #include <torch/torch.h>
@@ -30,7 +30,7 @@ struct KvCache {
 
 class GptImpl : public torch::nn::Module {
  public:
-  /// Builds and initialises (GPT-2 scheme) a model that computes with `ops` (model/ops.h: the reference
+  /// Builds and initialises (GPT-2 scheme, init_weights) a model that computes with `ops` (model/ops.h: the reference
   /// set in fp32 unless given; the trainer's come from make_ops). Uses the global torch RNG: seed it first.
   /// Throws ConfigError when cfg.problems() is not empty.
   explicit GptImpl(const GptConfig& cfg, OpsPtr ops = reference_ops());
@@ -50,6 +50,8 @@ class GptImpl : public torch::nn::Module {
   /// The same block code as forward(), with the cache: one new token is a (B,1) idx.
   torch::Tensor forward_cached(const torch::Tensor& idx, KvCache& cache);
 
+  /// The head: hidden states (..., C) -> logits (..., V), soft-capped when cfg.logit_softcap > 0.
+  torch::Tensor logits_of(const torch::Tensor& hidden) const;
   /// The output projection (V,C): tok_emb.weight when tied, head.weight otherwise.
   torch::Tensor output_weight() const;
   /// The operations the model computes with (model/ops.h; ops()->dtype() is the products' dtype).
@@ -59,7 +61,8 @@ class GptImpl : public torch::nn::Module {
   const GptConfig& config() const { return cfg_; }
 
   torch::nn::Embedding tok_emb{nullptr};              // (V,C) "tok_emb.weight"
-  std::shared_ptr<PositionEncodingImpl> pos_emb;      // "pos_emb.weight" when learned
+  std::shared_ptr<PositionEncodingImpl> pos_emb;      // "pos_emb.weight" when learned; null for rope
+  std::shared_ptr<RotaryImpl> rope;                   // rope positions' tables (buffers, not saved), else null
   torch::nn::ModuleList blocks{nullptr};              // "blocks.<i>.*"
   torch::nn::LayerNorm ln_f{nullptr};                 // "ln_f.weight" / "ln_f.bias"
   torch::nn::Linear head{nullptr};                    // "head.weight", only when untied

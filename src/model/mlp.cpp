@@ -2,9 +2,10 @@
 
 namespace lm::model {
 
-MlpImpl::MlpImpl(int64_t C, int64_t hidden, MlpActivation act, OpsPtr ops) : act_(act), ops_(std::move(ops)) {
-  fc = register_module("fc", torch::nn::Linear(C, hidden));
-  proj = register_module("proj", torch::nn::Linear(hidden, C));
+MlpImpl::MlpImpl(const GptConfig& cfg, OpsPtr ops) : act_(cfg.mlp_activation), ops_(std::move(ops)) {
+  const int64_t C = cfg.d_model, hidden = cfg.mlp_ratio * C;
+  fc = register_module("fc", torch::nn::Linear(torch::nn::LinearOptions(C, hidden).bias(cfg.bias)));
+  proj = register_module("proj", torch::nn::Linear(torch::nn::LinearOptions(hidden, C).bias(cfg.bias)));
 }
 
 torch::Tensor MlpImpl::forward(const torch::Tensor& x) {

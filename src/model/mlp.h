@@ -1,4 +1,4 @@
-// Position-wise feed-forward network: Linear(C, rC) -> GELU (or relu^2) -> Linear(rC, C).
+// Position-wise feed-forward network: Linear(C, rC) -> GELU (or relu^2) -> Linear(rC, C), biases optional.
 #pragma once
 
 #include <torch/torch.h>
@@ -9,8 +9,9 @@ namespace lm::model {
 
 class MlpImpl : public torch::nn::Module {
  public:
-  /// `ops` computes the products and the activation (model/ops.h).
-  MlpImpl(int64_t C, int64_t hidden, MlpActivation act, OpsPtr ops);
+  /// C = cfg.d_model, hidden = cfg.mlp_ratio * C, with biases when cfg.bias; `ops` computes the products
+  /// and the activation (model/ops.h).
+  MlpImpl(const GptConfig& cfg, OpsPtr ops);
   /// x: (B,T,C) -> (B,T,C).
   torch::Tensor forward(const torch::Tensor& x);
 

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "model/attention.h"
+#include "model/positions.h"
 
 // at::scaled_dot_product_attention exists from LibTorch 2.0 on.
 #if TORCH_VERSION_MAJOR >= 2
@@ -50,6 +51,18 @@ torch::Tensor ReferenceOps::linear_act(const torch::Tensor& x, const torch::Tens
   return act == MlpActivation::kGelu ? torch::gelu(h) : torch::relu(h).square();
 }
 
+torch::Tensor Ops::prepare_qk(const torch::Tensor& qkv, int64_t heads, bool qk_norm, const torch::Tensor& cos,
+                              const torch::Tensor& sin) const {
+  const int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3, H = heads, D = C / H;
+  auto parts = qkv.view({B, T, 3, H, D}).unbind(2);                  // 3 x (B,T,H,D)
+  auto prepare = [&](torch::Tensor x) {
+    if (qk_norm) x = x * torch::rsqrt(x.square().mean(-1, /*keepdim=*/true) + 1e-6);
+    if (cos.defined()) x = rotate_half(x, cos.unsqueeze(1), sin.unsqueeze(1));  // tables (T,1,D/2) over heads
+    return x;
+  };
+  return torch::stack({prepare(parts[0]), prepare(parts[1]), parts[2]}, 2).view({B, T, 3 * C});  // (B,T,3C)
+}
+
 torch::Tensor ReferenceOps::attention(const torch::Tensor& qkv, int64_t heads, KvLayer* cache) const {
   const int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3, H = heads, D = C / H;
   auto parts = qkv.split(C, /*dim=*/2);                              // 3 x (B,T,C)
@@ -81,8 +94,8 @@ torch::Tensor ReferenceOps::embedding(const torch::Tensor& table, const torch::T
 }
 
 torch::Tensor ReferenceOps::next_token_loss(const torch::Tensor& hidden, const torch::Tensor& w,
-                                            const torch::Tensor& targets) const {
-  return chunked_next_token_loss(hidden, w, targets, 256, dtype_);
+                                            const torch::Tensor& targets, double softcap) const {
+  return chunked_next_token_loss(hidden, w, targets, 256, dtype_, softcap);
 }
 
 torch::Tensor ReferenceOps::mm(const torch::Tensor& a, const torch::Tensor& b) const { return torch::matmul(a, b); }
@@ -112,8 +125,13 @@ torch::Tensor attention_reference(const torch::Tensor& q, const torch::Tensor& k
   return matmul_in(att, v, dtype);                                   // (B,H,T,D)
 }
 
+torch::Tensor soft_cap(const torch::Tensor& logits, double softcap) {
+  return softcap > 0.0 ? torch::tanh(logits / softcap) * softcap : logits;
+}
+
 torch::Tensor chunked_next_token_loss(const torch::Tensor& hidden, const torch::Tensor& weight,
-                                      const torch::Tensor& targets, int64_t chunk_rows, c10::ScalarType dtype) {
+                                      const torch::Tensor& targets, int64_t chunk_rows, c10::ScalarType dtype,
+                                      double softcap) {
   const ReferenceOps ops(dtype);
   const int64_t C = hidden.size(-1);
   auto h = hidden.reshape({-1, C});       // (N,C)
@@ -122,7 +140,7 @@ torch::Tensor chunked_next_token_loss(const torch::Tensor& hidden, const torch::
   torch::Tensor total;
   for (int64_t i = 0; i < N; i += chunk_rows) {
     const int64_t n = std::min(chunk_rows, N - i);
-    auto logits = ops.linear(h.narrow(0, i, n), weight, {});  // (n,V) fp32
+    auto logits = soft_cap(ops.linear(h.narrow(0, i, n), weight, {}), softcap);  // (n,V) fp32
     auto part = torch::nn::functional::cross_entropy(
         logits, y.narrow(0, i, n), torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
     total = total.defined() ? total + part : part;

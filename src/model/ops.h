@@ -32,16 +32,22 @@ class Ops {
   /// act(x W^T + b): the MLP's first layer with its activation (gelu: the erf GELU; relu2: relu(.)^2).
   virtual torch::Tensor linear_act(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
                                    MlpActivation act) const = 0;
+  /// q and k of a fused projection qkv (B,T,3C) made ready for the scores, per head of `heads`: scaled to
+  /// unit RMS (`qk_norm`: x / sqrt(mean(x^2) + 1e-6), no parameters), then rotated (`cos`, `sin` (T, D/2) of
+  /// the rows' positions, model/positions.h rotate_half; undefined = no rotation). v is unchanged -> (B,T,3C).
+  virtual torch::Tensor prepare_qk(const torch::Tensor& qkv, int64_t heads, bool qk_norm, const torch::Tensor& cos,
+                                   const torch::Tensor& sin) const;
   /// Causal self-attention of a fused projection qkv (B,T,3C) holding q | k | v, `heads` heads -> (B,T,C):
   /// position t attends to positions <= t. With a cache holding S earlier positions, qkv holds positions
   /// S..S+T-1: they attend to the cached keys too, and their keys and values are appended to the cache.
   virtual torch::Tensor attention(const torch::Tensor& qkv, int64_t heads, KvLayer* cache) const = 0;
   /// The rows of `table` (V,C) at `ids` (any shape) -> (..., C).
   virtual torch::Tensor embedding(const torch::Tensor& table, const torch::Tensor& ids) const = 0;
-  /// Mean next-token cross-entropy in nats of hidden (B,T,C) or (N,C) @ w^T (V,C) against targets, without
-  /// the (B*T, V) logits existing whole.
+  /// Mean next-token cross-entropy in nats of the logits hidden (B,T,C) or (N,C) @ w^T (V,C), soft-capped
+  /// to softcap tanh(logits / softcap) when softcap > 0, against targets, without the (B*T, V) logits
+  /// existing whole.
   virtual torch::Tensor next_token_loss(const torch::Tensor& hidden, const torch::Tensor& w,
-                                        const torch::Tensor& targets) const = 0;
+                                        const torch::Tensor& targets, double softcap) const = 0;
   /// a (M,K) @ b (K,N) in fp32, no autograd (Muon's Newton-Schulz products).
   virtual torch::Tensor mm(const torch::Tensor& a, const torch::Tensor& b) const = 0;
   /// beta c + alpha (a @ b) in fp32, no autograd, as torch::addmm.
@@ -65,8 +71,8 @@ class ReferenceOps : public Ops {
                            MlpActivation act) const override;
   torch::Tensor attention(const torch::Tensor& qkv, int64_t heads, KvLayer* cache) const override;
   torch::Tensor embedding(const torch::Tensor& table, const torch::Tensor& ids) const override;
-  torch::Tensor next_token_loss(const torch::Tensor& hidden, const torch::Tensor& w,
-                                const torch::Tensor& targets) const override;
+  torch::Tensor next_token_loss(const torch::Tensor& hidden, const torch::Tensor& w, const torch::Tensor& targets,
+                                double softcap) const override;
   torch::Tensor mm(const torch::Tensor& a, const torch::Tensor& b) const override;
   torch::Tensor addmm(const torch::Tensor& c, const torch::Tensor& a, const torch::Tensor& b, double beta,
                       double alpha) const override;
@@ -83,13 +89,16 @@ OpsPtr reference_ops(c10::ScalarType dtype = torch::kFloat);
 torch::Tensor attention_reference(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                   c10::ScalarType dtype);
 
-/// Mean cross-entropy of linear(hidden, weight) against targets, in row chunks of at most `chunk_rows`, so
+/// logits soft-capped: softcap tanh(logits / softcap), or logits unchanged when softcap is 0.
+torch::Tensor soft_cap(const torch::Tensor& logits, double softcap);
+
+/// Mean cross-entropy of linear(hidden, weight) (soft-capped when softcap > 0) against targets, in row chunks of at most `chunk_rows`, so
 /// no (B*T, V) logits tensor is ever allocated whole; the product in `dtype`, the logits and the
 /// cross-entropy in fp32. hidden (B,T,C) or (N,C), weight (V,C). Why chunks: tensors above glibc's 32 MiB
 /// mmap limit are mapped fresh on every allocation, and the page faults cost more than the arithmetic
 /// (measured: a 67 MB add takes 80 ms fresh vs 13 ms into reused memory).
 torch::Tensor chunked_next_token_loss(const torch::Tensor& hidden, const torch::Tensor& weight,
                                       const torch::Tensor& targets, int64_t chunk_rows = 256,
-                                      c10::ScalarType dtype = torch::kFloat);
+                                      c10::ScalarType dtype = torch::kFloat, double softcap = 0.0);
 
 }  // namespace lm::model

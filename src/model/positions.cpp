@@ -18,8 +18,8 @@ torch::Tensor sinusoidal_table(int64_t T, int64_t C, int64_t offset) {
   return pe.to(torch::kFloat32);  // (T,C)
 }
 
-LearnedPositionsImpl::LearnedPositionsImpl(int64_t max_seq_len, int64_t C) {
-  weight = register_parameter("weight", torch::randn({max_seq_len, C}) * 0.02);
+LearnedPositionsImpl::LearnedPositionsImpl(int64_t max_seq_len, int64_t C, double std) {
+  weight = register_parameter("weight", torch::randn({max_seq_len, C}) * std);
 }
 
 torch::Tensor LearnedPositionsImpl::forward(int64_t T, int64_t offset) {
@@ -40,10 +40,45 @@ torch::Tensor SinusoidalPositionsImpl::forward(int64_t T, int64_t offset) {
 }
 
 std::shared_ptr<PositionEncodingImpl> make_positions(const GptConfig& cfg) {
-  if (cfg.positions == Positions::kLearned) {
-    return std::make_shared<LearnedPositionsImpl>(cfg.max_seq_len, cfg.d_model);
+  switch (cfg.positions) {
+    case Positions::kLearned:
+      return std::make_shared<LearnedPositionsImpl>(cfg.max_seq_len, cfg.d_model, cfg.embedding_init_std);
+    case Positions::kSinusoidal: return std::make_shared<SinusoidalPositionsImpl>(cfg.max_seq_len, cfg.d_model);
+    case Positions::kRope: return nullptr;
   }
-  return std::make_shared<SinusoidalPositionsImpl>(cfg.max_seq_len, cfg.d_model);
+  return nullptr;
+}
+
+std::pair<torch::Tensor, torch::Tensor> rotary_tables(int64_t T, int64_t head_dim, double base, int64_t offset) {
+  // float64 angles, then rounded: position 10^5 keeps its accuracy.
+  auto pos = torch::arange(offset, offset + T, torch::kFloat64).unsqueeze(1);            // (T,1)
+  auto two_i = torch::arange(0, head_dim, 2, torch::kFloat64);                           // (D/2)
+  auto inv_freq = torch::exp(two_i * (-std::log(base) / static_cast<double>(head_dim)));  // base^(-2i/D)
+  auto angle = pos * inv_freq.unsqueeze(0);                                              // (T,D/2)
+  return {torch::cos(angle).to(torch::kFloat32), torch::sin(angle).to(torch::kFloat32)};
+}
+
+RotaryImpl::RotaryImpl(int64_t max_seq_len, int64_t head_dim, double base) : head_dim_(head_dim), base_(base) {
+  auto [c, s] = rotary_tables(max_seq_len, head_dim, base);
+  cos_ = register_buffer("cos", c);
+  sin_ = register_buffer("sin", s);
+}
+
+std::pair<torch::Tensor, torch::Tensor> RotaryImpl::tables(int64_t T, int64_t offset) const {
+  if (offset + T <= cos_.size(0)) return {cos_.narrow(0, offset, T), sin_.narrow(0, offset, T)};  // (T,D/2)
+  auto [c, s] = rotary_tables(T, head_dim_, base_, offset);
+  return {c.to(cos_.device()), s.to(sin_.device())};
+}
+
+torch::Tensor RotaryImpl::frequencies() const {
+  auto two_i = torch::arange(0, head_dim_, 2, torch::kFloat64);
+  return torch::exp(two_i * (-std::log(base_) / static_cast<double>(head_dim_)));  // (D/2)
+}
+
+torch::Tensor rotate_half(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin) {
+  const int64_t half = x.size(-1) / 2;
+  auto a = x.narrow(-1, 0, half), b = x.narrow(-1, half, half);  // (..., T, D/2) each
+  return torch::cat({a * cos - b * sin, b * cos + a * sin}, -1);  // (..., T, D)
 }
 
 }  // namespace lm::model

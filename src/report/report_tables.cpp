@@ -73,18 +73,27 @@ nlohmann::json positions_section(const Sources& s, const std::vector<int32_t>& m
   torch::NoGradGuard no_grad;
   auto& model = *s.ck.model;
   const int64_t T = s.ck.arch.max_seq_len;
-  const auto table = model.pos_emb->forward(T, 0).to(torch::kFloat64);  // (T,C), learned or sinusoidal
   const int64_t stride = (T + 127) / 128;
   const auto chosen = torch::arange(0, T, stride);
-  const auto cos = inspect::cosine_matrix(table.index_select(0, chosen));
+  const auto tok_rows = model.tok_emb->weight.index_select(0, torch::tensor(std::vector<int64_t>(map_ids.begin(), map_ids.end())));
+  nlohmann::json out = {{"kind", model::to_string(s.ck.arch.positions)},
+                        {"positions", column(chosen, 6)},
+                        {"tok_norms", column(tok_rows.norm(2, 1), 4)}};
+  torch::Tensor cos;
+  if (model.rope) {  // nothing added: the cosines of a unit vector rotated to each position, and the pairs' wavelengths
+    std::vector<int64_t> at(chosen.data_ptr<int64_t>(), chosen.data_ptr<int64_t>() + chosen.numel());
+    cos = inspect::cosine_matrix(inspect::rotated_unit_rows(*model.rope, at));
+    out["pos_norms"] = nlohmann::json::array();
+    out["wavelengths"] = column(2.0 * M_PI / model.rope->frequencies(), 4);
+  } else {
+    const auto table = model.pos_emb->forward(T, 0).to(torch::kFloat64);  // (T,C), learned or sinusoidal
+    cos = inspect::cosine_matrix(table.index_select(0, chosen));
+    out["pos_norms"] = column(table.norm(2, 1), 4);
+  }
   nlohmann::json matrix = nlohmann::json::array();
   for (int64_t i = 0; i < cos.size(0); ++i) matrix.push_back(column(cos[i], 3));
-  const auto tok_rows = model.tok_emb->weight.index_select(0, torch::tensor(std::vector<int64_t>(map_ids.begin(), map_ids.end())));
-  return {{"kind", model::to_string(s.ck.arch.positions)},
-          {"positions", column(chosen, 6)},
-          {"cos", matrix},
-          {"pos_norms", column(table.norm(2, 1), 4)},
-          {"tok_norms", column(tok_rows.norm(2, 1), 4)}};
+  out["cos"] = matrix;
+  return out;
 }
 
 namespace {

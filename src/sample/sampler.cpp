@@ -23,9 +23,7 @@ torch::Tensor prefill(model::GptImpl& model, const std::vector<int32_t>& window,
 // Logits (V) float64 after the whole window, recomputed from scratch.
 torch::Tensor full_logits(model::GptImpl& model, const std::vector<int32_t>& window) {
   auto h = model.forward_hidden(ids_tensor(window));  // (1,T,C)
-  return model.ops()->linear(h.select(1, h.size(1) - 1), model.output_weight(), {})
-      .squeeze(0)
-      .to(torch::kCPU, torch::kFloat64);
+  return model.logits_of(h.select(1, h.size(1) - 1)).squeeze(0).to(torch::kCPU, torch::kFloat64);
 }
 
 }  // namespace
@@ -40,8 +38,8 @@ void check_options(const model::GptImpl& model, const GenerateOptions& opt, int6
   const int64_t V = model.config().vocab_size;
   if (opt.top_k < 0 || opt.top_k > V) bad("top-k: expected 0.." + std::to_string(V) + ", got " + std::to_string(opt.top_k));
   if (!(opt.top_p > 0.0 && opt.top_p <= 1.0)) bad("top-p: expected a value in (0, 1], got " + std::to_string(opt.top_p));
-  if (opt.extend_positions && model.config().positions != model::Positions::kSinusoidal) {
-    bad("extend positions: expected a model with sinusoidal positions; learned positions stop at max_seq_len=" +
+  if (opt.extend_positions && model.config().positions == model::Positions::kLearned) {
+    bad("extend positions: expected a model with sinusoidal or rope positions; learned positions stop at max_seq_len=" +
         std::to_string(model.config().max_seq_len) + ". Hint: drop the flag; the window slides instead.");
   }
   if (opt.extend_positions && opt.max_new_tokens + model.config().max_seq_len > kMaxExtendedPositions) {

@@ -6,7 +6,7 @@
 // dropped so that the newest max_seq_len/2 remain, and those are re-encoded at positions 0.. (one prefill
 // every max_seq_len/2 new tokens, instead of one full recompute per token). The full-recompute path uses
 // the same window, so both paths see the same tokens at the same positions and give the same logits.
-// Sinusoidal positions exist for every position, so with `extend_positions` the window never slides and
+// Sinusoidal and rotary positions exist for every position, so with `extend_positions` the window never slides and
 // positions run past max_seq_len (the model was never trained on them: expect worse text).
 #pragma once
 
@@ -53,7 +53,7 @@ struct GenerateOptions {
   /// Stop after the token for which this returns true (e.g. the decoded text holds a stop string).
   std::function<bool(const std::vector<int32_t>& new_ids)> stop_when;
   bool use_cache = true;           ///< false: recompute the whole window for every token (baseline)
-  bool extend_positions = false;   ///< sinusoidal only: never slide, run positions past max_seq_len
+  bool extend_positions = false;   ///< sinusoidal or rope: never slide, run positions past max_seq_len
   /// Test/benchmark hook: the float64 logits (V) each token is drawn from, step 0 first.
   std::function<void(int64_t step, const torch::Tensor& logits)> on_logits;
 };

@@ -1,4 +1,4 @@
-// kernels::next_token_loss: the tied head's logits, softmax, loss and (when wanted) gradients, one row
+// kernels::next_token_loss: the tied head's logits (soft-capped when asked), softmax, loss and (when wanted) gradients, one row
 // block per thread; kernels::embedding, whose sparse gradient autograd adds to the head's dense gradient of
 // the same (tied) table.
 #include <ATen/ATen.h>
@@ -41,7 +41,7 @@ constexpr float kTinyProbability = 1e-30f;
 // the probability, a row whose target probability underflows getting its logits again (one row-vector
 // product) and an exact log-sum-exp.
 void softmax_rows(at::Tensor lg, const at::Tensor& hb, const at::Tensor& w, const at::Tensor& targets, bool grad,
-                  double* loss) {
+                  double softcap, double* loss) {
   float* p = lg.data_ptr<float>();
   const int64_t* y = targets.data_ptr<int64_t>();
   const int64_t V = lg.size(1);
@@ -58,7 +58,8 @@ void softmax_rows(at::Tensor lg, const at::Tensor& hb, const at::Tensor& w, cons
       if (pt >= kTinyProbability || std::isnan(pt)) {  // NaN (a diverged step): the loss says so, no detour
         loss[r] = -std::log(static_cast<double>(pt));
       } else {
-        const at::Tensor logits = at::mv(w, hb[r]).to(at::kDouble);  // (V)
+        at::Tensor logits = at::mv(w, hb[r]).to(at::kDouble);  // (V)
+        if (softcap > 0.0) logits = at::tanh(logits / softcap) * softcap;
         loss[r] = (logits.logsumexp(0) - logits[y[r]]).item<double>();
       }
     }
@@ -68,9 +69,10 @@ void softmax_rows(at::Tensor lg, const at::Tensor& hb, const at::Tensor& w, cons
 
 struct HeadLossFn : public torch::autograd::Function<HeadLossFn> {
   // h (N,C) contiguous, w (V,C), y (N) int64 contiguous -> mean loss (); the gradients of h and w (when
-  // wanted: autograd's grad mode is off in here, so the caller says) are computed here and kept.
+  // wanted: autograd's grad mode is off in here, so the caller says) are computed here and kept. softcap > 0:
+  // the logits z become c tanh(z / c), and the gradient of z is the capped one's times 1 - tanh^2.
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& h, const at::Tensor& w,
-                               const at::Tensor& y, bool want_h, bool want_w) {
+                               const at::Tensor& y, bool want_h, bool want_w, double softcap) {
     const int64_t N = h.size(0), V = w.size(0);
     const int64_t threads = std::max(1, at::get_num_threads());
     const int64_t per_thread = std::clamp<int64_t>(kBlockBytes / (V * static_cast<int64_t>(sizeof(float))), 8, kRowsPerThread);
@@ -93,7 +95,15 @@ struct HeadLossFn : public torch::autograd::Function<HeadLossFn> {
       balance::run_pieces(balance::Region::kHead, spans, balance::cut(spans, plan.shares, plan.unit), [&](const balance::Piece& k) {
         at::Tensor block = lg.narrow(0, k.lo, k.n);
         at::mm_out(block, hc.narrow(0, k.lo, k.n), wt);
-        softmax_rows(block, hc.narrow(0, k.lo, k.n), w, y.narrow(0, c0 + k.lo, k.n), want_h || want_w, losses.data() + k.lo);
+        at::Tensor slope;  // d capped / d z = 1 - tanh^2, when soft-capped and a gradient is wanted
+        if (softcap > 0.0) {
+          block.div_(softcap).tanh_();
+          if (want_h || want_w) slope = 1.0 - block.square();
+          block.mul_(softcap);
+        }
+        softmax_rows(block, hc.narrow(0, k.lo, k.n), w, y.narrow(0, c0 + k.lo, k.n), want_h || want_w, softcap,
+                     losses.data() + k.lo);
+        if (slope.defined()) block.mul_(slope);
         if (want_h) {
           at::Tensor dh_block = dh.narrow(0, c0 + k.lo, k.n);
           at::addmm_out(dh_block, dh_block, block, w, /*beta=*/0, /*alpha=*/inv_n);
@@ -113,7 +123,7 @@ struct HeadLossFn : public torch::autograd::Function<HeadLossFn> {
     const at::Tensor& g = grads[0];
     const bool one = g.numel() == 1 && g.is_cpu() && g.item<double>() == 1.0;
     auto scaled = [&](const at::Tensor& t) { return t.defined() && !one ? t * g : t; };
-    return {scaled(saved[0]), scaled(saved[1]), at::Tensor(), at::Tensor(), at::Tensor()};
+    return {scaled(saved[0]), scaled(saved[1]), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -145,7 +155,8 @@ at::Tensor embedding(const at::Tensor& table, const at::Tensor& ids) {
   return EmbeddingFn::apply(table, ids.to(at::kLong));
 }
 
-at::Tensor next_token_loss(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& targets) {
+at::Tensor next_token_loss(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& targets,
+                           double softcap) {
   const at::Tensor h = hidden.reshape({-1, hidden.size(-1)}).contiguous();
   const at::Tensor y = targets.reshape({-1}).to(at::kLong).contiguous();
   // The softmax rows are indexed by target without a bounds check: say so here instead (token files are
@@ -156,7 +167,7 @@ at::Tensor next_token_loss(const at::Tensor& hidden, const at::Tensor& weight, c
                 "next_token_loss: a target outside the vocabulary of ", weight.size(0));
   }
   const bool grad = c10::GradMode::is_enabled();
-  return HeadLossFn::apply(h, weight, y, grad && h.requires_grad(), grad && weight.requires_grad());
+  return HeadLossFn::apply(h, weight, y, grad && h.requires_grad(), grad && weight.requires_grad(), softcap);
 }
 
 }  // namespace lm::model::kernels

@@ -19,10 +19,11 @@ bool several_rows(const torch::Tensor& x) { return cpu_float(x) && x.numel() != 
 }  // namespace
 
 std::string unsupported(const GptConfig& arch) {
-  // Implemented: either position scheme, either embedding scale, a tied or untied head, the GELU MLP.
-  if (arch.mlp_activation != MlpActivation::kGelu) {
-    return "model.mlp_activation " + to_string(arch.mlp_activation) + ": the fused kernels implement the gelu MLP only";
-  }
+  // Implemented: every position scheme (rope and qk_norm through prepare_qk, inherited, before the fused
+  // attention), either embedding scale, a tied or untied head, either activation (relu2: the fused product,
+  // then the reference activation), with or without biases, a soft-capped loss; the init keys change no
+  // computation. An option added to the reference layers and not written here is named here.
+  (void)arch;
   return "";
 }
 
@@ -48,8 +49,9 @@ torch::Tensor FusedOps::embedding(const torch::Tensor& table, const torch::Tenso
 }
 
 torch::Tensor FusedOps::next_token_loss(const torch::Tensor& hidden, const torch::Tensor& w,
-                                        const torch::Tensor& targets) const {
-  return cpu_float(hidden) ? kernels::next_token_loss(hidden, w, targets) : ReferenceOps::next_token_loss(hidden, w, targets);
+                                        const torch::Tensor& targets, double softcap) const {
+  if (!cpu_float(hidden)) return ReferenceOps::next_token_loss(hidden, w, targets, softcap);
+  return kernels::next_token_loss(hidden, w, targets, softcap);
 }
 
 torch::Tensor FusedOps::mm(const torch::Tensor& a, const torch::Tensor& b) const {

@@ -26,8 +26,8 @@ class FusedOps : public ReferenceOps {
                            MlpActivation act) const override;
   torch::Tensor attention(const torch::Tensor& qkv, int64_t heads, KvLayer* cache) const override;
   torch::Tensor embedding(const torch::Tensor& table, const torch::Tensor& ids) const override;
-  torch::Tensor next_token_loss(const torch::Tensor& hidden, const torch::Tensor& w,
-                                const torch::Tensor& targets) const override;
+  torch::Tensor next_token_loss(const torch::Tensor& hidden, const torch::Tensor& w, const torch::Tensor& targets,
+                                double softcap) const override;
   torch::Tensor mm(const torch::Tensor& a, const torch::Tensor& b) const override;
   torch::Tensor addmm(const torch::Tensor& c, const torch::Tensor& a, const torch::Tensor& b, double beta,
                       double alpha) const override;

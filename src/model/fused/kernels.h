@@ -48,11 +48,13 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tenso
 /// layer always has one).
 at::Tensor linear_gelu(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
 
-/// Mean cross-entropy of hidden (B,T,C) or (N,C) @ weight^T (V,C) against targets, as
-/// chunked_next_token_loss, in one pass per row block: the logits of each block live only in a reused
-/// buffer, and when a gradient is wanted it is computed right there (softmax - one-hot) and kept for
-/// backward, so no logits, log-probabilities or their gradients are ever stored.
-at::Tensor next_token_loss(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& targets);
+/// Mean cross-entropy of hidden (B,T,C) or (N,C) @ weight^T (V,C), soft-capped to softcap tanh(. / softcap)
+/// when softcap > 0, against targets, as chunked_next_token_loss, in one pass per row block: the logits of
+/// each block live only in a reused buffer, and when a gradient is wanted it is computed right there
+/// ((softmax - one-hot), times the cap's slope 1 - tanh^2) and kept for backward, so no logits,
+/// log-probabilities or their gradients are ever stored.
+at::Tensor next_token_loss(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& targets,
+                           double softcap = 0.0);
 
 /// The rows of `table` (V,C) at `ids` (any shape) with autograd, as at::embedding. Its gradient is sparse
 /// (the ids and their rows, as nn.Embedding(sparse=True)): for a table tied to the head of next_token_loss,

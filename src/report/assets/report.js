@@ -327,9 +327,14 @@
 
   function positions() {
     const P = D.positions, n = P.positions.length, step = n > 1 ? P.positions[1] - P.positions[0] : 1;
-    const sec = section('positions', 'Positions', `${P.kind} positions. Left: cosine similarity between the position vectors` +
-      (step > 1 ? ` (positions 0, ${step}, ${2 * step}, \u2026)` : '') + '; sinusoidal ones give smooth bands along the diagonal, learned ones ' +
-      'whatever training made of them. Right: vector norms of the token rows on the map and of the position rows.');
+    const rope = P.kind === 'rope', every = step > 1 ? ` (positions 0, ${step}, ${2 * step}, \u2026)` : '';
+    const sec = section('positions', 'Positions', rope
+      ? 'rope positions: nothing is added to the token rows; each head\u2019s q and k are rotated by their position. Left: cosine ' +
+        `between one unit vector rotated to two positions${every}; it depends on their offset only, so every diagonal is ` +
+        `constant (relative offsets, where learned and sinusoidal tables encode absolute places). The pairs\u2019 wavelengths run from ` +
+        `${fmt(P.wavelengths[0], 3)} to ${fmt(P.wavelengths[P.wavelengths.length - 1], 3)} tokens. Right: vector norms of the token rows on the map.`
+      : `${P.kind} positions. Left: cosine similarity between the position vectors${every}; sinusoidal ones give smooth bands along ` +
+        'the diagonal, learned ones whatever training made of them. Right: vector norms of the token rows on the map and of the position rows.');
     const canvas = h('canvas', { width: n, height: n, id: 'pos-heatmap' });
     canvas.style.cssText = 'width:360px;height:360px;image-rendering:pixelated;border:1px solid #d9dee7';
     const ctx = canvas.getContext('2d'), img = ctx.createImageData(n, n);
@@ -347,8 +352,9 @@
     });
     canvas.addEventListener('mouseleave', hideTip);
     const left = h('div', null, canvas, h('p', { cls: 'note', text: `blue \u22121, white 0, red +1; positions 0 to ${P.positions[n - 1]} down and across` }));
-    sec.append(h('div', { cls: 'row' }, left, histogram('row norms', [
-      { name: 'token rows', v: P.tok_norms, color: '#2463eb' }, { name: 'position rows', v: P.pos_norms, color: '#f08c00' }])));
+    const sets = [{ name: 'token rows', v: P.tok_norms, color: '#2463eb' }];
+    if (P.pos_norms.length) sets.push({ name: 'position rows', v: P.pos_norms, color: '#f08c00' });
+    sec.append(h('div', { cls: 'row' }, left, histogram('row norms', sets)));
   }
 
   function driftScatter(R, top) {

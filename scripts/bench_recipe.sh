@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# The recipe measured side by side (docs/recipe.md): config S (configs/kjv-small.yaml at d_model 256: V 8192,
+# C 256, L 4, H 4, T 128, B 16) on the KJV split, or --corpus ko for configs/ko-faq.yaml at d_model 256.
+# 1. The baseline (the GPT-2 recipe, AdamW, STEPS steps, default 350): its whole-val loss L0 and its training
+#    wall time W0.
+# 2. Each option alone on the baseline, then the options added one by one (cumulative rows).
+# Every run validates on the whole val file every EVAL_EVERY (default 25) steps; wall time counts training
+# only (each validation's time is left out). Each row gives the first validated step at or below L0, the
+# training time to it, and the val loss at W0 (the last validation within W0). Runs are alternated in one
+# invocation, each in its own process. Output: docs/BENCHMARKS.md.
+# Usage: scripts/bench_recipe.sh [--corpus kjv|ko] [--rows NAME,NAME,...] [--set KEY=VALUE ...]
+#   (extra --set apply to every run; rows: see ROWS below)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+corpus=kjv
+only=""
+extra=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --corpus) corpus=$2; shift 2 ;;
+    --rows) only=$2; shift 2 ;;
+    --set) extra+=(--set "$2"); shift 2 ;;
+    *) echo "unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+bash scripts/setup.sh lmtrain
+case "$corpus" in
+  kjv) config=configs/kjv-small.yaml; [ -f data/kjv/train.txt ] || bash scripts/get_corpus.sh kjv ;;
+  ko) config=configs/ko-faq.yaml; [ -f data/debian-faq-ko/train.txt ] || bash scripts/get_corpus.sh debian-faq-ko ;;
+  *) echo "--corpus: expected kjv or ko, got $corpus" >&2; exit 2 ;;
+esac
+out=${BENCH_OUT:-build/bench-recipe-$corpus}
+steps=${STEPS:-350}
+eval_every=${EVAL_EVERY:-25}
+# name|--set arguments on top of the baseline
+ROWS=(
+  "baseline|"
+  "rope|model.positions=rope"
+  "qk_norm|model.qk_norm=true"
+  "relu2|model.mlp_activation=relu2"
+  "no_bias|model.bias=false"
+  "zero_init|model.zero_init_proj=true"
+  "softcap|model.logit_softcap=15"
+  "muon|train.optimizer=muon"
+  "+rope|model.positions=rope"
+  "+qk_norm|model.positions=rope model.qk_norm=true"
+  "+relu2|model.positions=rope model.qk_norm=true model.mlp_activation=relu2"
+  "+no_bias|model.positions=rope model.qk_norm=true model.mlp_activation=relu2 model.bias=false"
+  "+zero_init|model.positions=rope model.qk_norm=true model.mlp_activation=relu2 model.bias=false model.zero_init_proj=true"
+  "+softcap|model.positions=rope model.qk_norm=true model.mlp_activation=relu2 model.bias=false model.zero_init_proj=true model.logit_softcap=15"
+  "+muon|model.positions=rope model.qk_norm=true model.mlp_activation=relu2 model.bias=false model.zero_init_proj=true model.logit_softcap=15 train.optimizer=muon"
+)
+[ -f configs/kjv-modern.yaml ] && [ "$corpus" = kjv ] && ROWS+=("kjv-modern|@configs/kjv-modern.yaml")
+mkdir -p "$out"
+names=()
+for row in "${ROWS[@]}"; do
+  name=${row%%|*}
+  sets=${row#*|}
+  if [ -n "$only" ] && [ "$name" != baseline ] && [[ ",$only," != *",$name,"* ]]; then continue; fi
+  names+=("$name")
+  args=(-c "$config")
+  if [[ "$sets" == @* ]]; then
+    args=(-c "${sets#@}")
+    sets=""
+  fi
+  for s in $sets; do args+=(--set "$s"); done
+  echo "== $name: ${sets:-the baseline}"
+  build/lmtrain train "${args[@]}" --set model.d_model=256 --set "train.max_steps=$steps" \
+    --set "train.eval_every=$eval_every" --set train.eval_batches=1000000000 --set train.log_every=1 \
+    --set checkpoint.every=0 --set "run.dir=$out/$name" --overwrite "${extra[@]}" > "$out/$name.log" 2>&1 \
+    || { tail -20 "$out/$name.log"; exit 1; }
+  grep "final validation loss" "$out/$name.log"
+done
+/usr/bin/python3 - "$out" "${names[@]}" <<'PY'
+import json, sys
+out, names = sys.argv[1], sys.argv[2:]
+bpb = "ko" in out  # the Korean table in bits per byte
+
+def curve(name):
+    """[(step, training seconds so far, val loss)] for every periodic validation."""
+    rows = [json.loads(l) for l in open(f"{out}/{name}/metrics.jsonl")]
+    trained, last, points = 0.0, None, []
+    for r in rows:
+        if r["kind"] == "train":
+            if last is not None:
+                trained += r["time"] - last
+            last = r["time"]
+        elif r["kind"] == "val" and not r.get("full"):
+            points.append((r["step"], trained, r["bpb"] if bpb else r["loss"]))
+            last = None  # the next step's time starts after the validation
+        elif r["kind"] in ("start", "resume"):
+            last = r["time"]
+    return points
+
+base = curve("baseline")
+L0, W0 = base[-1][2], base[-1][1]
+unit = "bits/byte" if bpb else "nats/token"
+print(f"baseline: L0 = {L0:.4f} {unit} at step {base[-1][0]}, W0 = {W0:.1f} s of training")
+print(f"{'row':12} {'steps to L0':>11} {'s to L0':>8} {'share of W0':>11} {'val at W0':>10} {'vs L0':>8} {'s/step':>7}")
+for name in names:
+    pts = curve(name)
+    reach = next(((s, t) for s, t, l in pts if l <= L0), None)
+    at_w0 = [l for s, t, l in pts if t <= W0 * 1.0001]
+    per_step = pts[-1][1] / pts[-1][0]
+    steps = f"{reach[0]}" if reach else "-"
+    secs = f"{reach[1]:.1f}" if reach else "-"
+    share = f"{reach[1] / W0:.0%}" if reach else "-"
+    val = at_w0[-1] if at_w0 else float("nan")
+    print(f"{name:12} {steps:>11} {secs:>8} {share:>11} {val:10.4f} {val - L0:+8.4f} {per_step:7.3f}")
+PY
