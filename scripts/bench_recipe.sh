@@ -85,8 +85,9 @@ def curve(name):
             if last is not None:
                 trained += r["time"] - last
             last = r["time"]
-        elif r["kind"] == "val" and not r.get("full"):
-            points.append((r["step"], trained, r["bpb"] if bpb else r["loss"]))
+        elif r["kind"] == "val":  # periodic ones (the whole file here), then the final one
+            if not points or points[-1][0] != r["step"]:
+                points.append((r["step"], trained, r["bpb"] if bpb else r["loss"]))
             last = None  # the next step's time starts after the validation
         elif r["kind"] in ("start", "resume"):
             last = r["time"]
@@ -105,6 +106,6 @@ for name in names:
     steps = f"{reach[0]}" if reach else "-"
     secs = f"{reach[1]:.1f}" if reach else "-"
     share = f"{reach[1] / W0:.0%}" if reach else "-"
-    val = at_w0[-1] if at_w0 else float("nan")
-    print(f"{name:12} {steps:>11} {secs:>8} {share:>11} {val:10.4f} {val - L0:+8.4f} {per_step:7.3f}")
+    val = f"{at_w0[-1]:10.4f} {at_w0[-1] - L0:+8.4f}" if at_w0 else f"{'-':>10} {'-':>8}"
+    print(f"{name:12} {steps:>11} {secs:>8} {share:>11} {val} {per_step:7.3f}")
 PY
