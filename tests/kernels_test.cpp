@@ -366,6 +366,28 @@ TEST_F(Kernels, AttentionValueAndGradients) {
   }
 }
 
+// kernels::prepare_qk against the reference set's tensor ops (Ops::prepare_qk): values and the gradient of
+// qkv, with and without qk_norm and rope, at a table offset (positions 5..5+T-1).
+TEST_F(Kernels, PrepareQkFollowsTheReference) {
+  const int64_t B = 3, T = 7, H = 4, D = 8, C = H * D;
+  auto [cos, sin] = model::rotary_tables(T, D, 500.0, 5);
+  const model::ReferenceOps ref;
+  for (bool norm : {false, true}) {
+    for (bool rope : {false, true}) {
+      if (!norm && !rope) continue;
+      const auto x = (torch::randn({B, T, 3 * C}) * 2).requires_grad_();
+      const auto x2 = x.detach().clone().requires_grad_();
+      const auto c = rope ? cos : torch::Tensor(), s = rope ? sin : torch::Tensor();
+      const auto got = kn::prepare_qk(x, H, norm, c, s), want = ref.prepare_qk(x2, H, norm, c, s);
+      expect_close(got, want.detach(), 1e-5, "prepare_qk");
+      const auto g = torch::randn({B, T, 3 * C});
+      (got * g).sum().backward();
+      (want * g).sum().backward();
+      expect_close(x.grad(), x2.grad(), 1e-5, "prepare_qk gradient");
+    }
+  }
+}
+
 TEST_F(Kernels, HeadLossValueAndGradients) {
   // 2,300 rows: more than one 2 x 1024-row block and not a multiple of it; a frozen table (no weight gradient).
   // An incoming gradient of 1 hands the kept gradients over as they are; another (gradient accumulation's

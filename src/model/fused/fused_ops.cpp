@@ -19,8 +19,7 @@ bool several_rows(const torch::Tensor& x) { return cpu_float(x) && x.numel() != 
 }  // namespace
 
 std::string unsupported(const GptConfig& arch) {
-  // Implemented: every position scheme (rope and qk_norm through prepare_qk, inherited, before the fused
-  // attention), either embedding scale, a tied or untied head, either activation (relu2: the fused product,
+  // Implemented: every position scheme (rope and qk_norm in kernels::prepare_qk, before the fused attention), either embedding scale, a tied or untied head, either activation (relu2: the fused product,
   // then the reference activation), with or without biases, a soft-capped loss; the init keys change no
   // computation. An option added to the reference layers and not written here is named here.
   (void)arch;
@@ -36,6 +35,12 @@ torch::Tensor FusedOps::linear_act(const torch::Tensor& x, const torch::Tensor& 
   // The GELU applied inside the product's threads (kernels::linear_gelu), which needs the bias.
   if (act == MlpActivation::kGelu && several_rows(x) && b.defined()) return kernels::linear_gelu(x, w, b);
   return ReferenceOps::linear_act(x, w, b, act);
+}
+
+torch::Tensor FusedOps::prepare_qk(const torch::Tensor& qkv, int64_t heads, bool qk_norm, const torch::Tensor& cos,
+                                   const torch::Tensor& sin) const {
+  if (!cpu_float(qkv)) return ReferenceOps::prepare_qk(qkv, heads, qk_norm, cos, sin);
+  return kernels::prepare_qk(qkv, heads, qk_norm, cos, sin);  // (B,T,3C)
 }
 
 torch::Tensor FusedOps::attention(const torch::Tensor& qkv, int64_t heads, KvLayer* cache) const {

@@ -24,6 +24,8 @@ class FusedOps : public ReferenceOps {
   torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) const override;
   torch::Tensor linear_act(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
                            MlpActivation act) const override;
+  torch::Tensor prepare_qk(const torch::Tensor& qkv, int64_t heads, bool qk_norm, const torch::Tensor& cos,
+                           const torch::Tensor& sin) const override;
   torch::Tensor attention(const torch::Tensor& qkv, int64_t heads, KvLayer* cache) const override;
   torch::Tensor embedding(const torch::Tensor& table, const torch::Tensor& ids) const override;
   torch::Tensor next_token_loss(const torch::Tensor& hidden, const torch::Tensor& w, const torch::Tensor& targets,

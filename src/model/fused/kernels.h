@@ -48,6 +48,10 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tenso
 /// layer always has one).
 at::Tensor linear_gelu(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
 
+/// Ops::prepare_qk of qkv (B,T,3C) with autograd: each head's q and k scaled to unit RMS (qk_norm), then
+/// rotated by cos, sin (T, D/2) (undefined: no rotation), v copied; one pass over the rows per direction.
+at::Tensor prepare_qk(const at::Tensor& qkv, int64_t heads, bool qk_norm, const at::Tensor& cos, const at::Tensor& sin);
+
 /// Mean cross-entropy of hidden (B,T,C) or (N,C) @ weight^T (V,C), soft-capped to softcap tanh(. / softcap)
 /// when softcap > 0, against targets, as chunked_next_token_loss, in one pass per row block: the logits of
 /// each block live only in a reused buffer, and when a gradient is wanted it is computed right there
