@@ -339,6 +339,29 @@ TEST_F(Kernels, LinearGeluValueAndGradients) {
   EXPECT_TRUE(torch::equal(kn::linear_gelu(xf, w, bias), y)) << "forward without autograd";
 }
 
+// relu^2 inside the product's threads, with and without a bias (model.bias false), against LibTorch's ops.
+TEST_F(Kernels, LinearRelu2WithAndWithoutBias) {
+  for (bool with_bias : {true, false}) {
+    auto x = torch::randn({517, 24}, torch::requires_grad());
+    auto w = torch::randn({56, 24}, torch::requires_grad());
+    auto b = with_bias ? torch::randn({56}, torch::requires_grad()) : torch::Tensor();
+    auto g = torch::randn({517, 56});
+    auto y = kn::linear_act(x, w, b, /*relu2=*/true);
+    (y * g).sum().backward();
+    auto x2 = x.detach().clone().requires_grad_(), w2 = w.detach().clone().requires_grad_();
+    auto b2 = with_bias ? b.detach().clone().requires_grad_() : torch::Tensor();
+    auto want = torch::relu(torch::nn::functional::linear(x2, w2, b2)).square();
+    (want * g).sum().backward();
+    expect_close(y, want, 1e-5, "relu2 value");
+    expect_close(x.grad(), x2.grad(), 1e-5, "relu2 dx");
+    expect_close(w.grad(), w2.grad(), 1e-5, "relu2 dw");
+    if (with_bias) expect_close(b.grad(), b2.grad(), 1e-5, "relu2 db");
+    auto gelu = kn::linear_act(x.detach(), w.detach(), with_bias ? b.detach() : torch::Tensor(), /*relu2=*/false);
+    expect_close(gelu, torch::gelu(torch::nn::functional::linear(x2.detach(), w2.detach(), with_bias ? b2.detach() : torch::Tensor())),
+                 1e-5, "gelu without bias");
+  }
+}
+
 TEST_F(Kernels, AttentionValueAndGradients) {
   // simd.h's products and softmax rows, then (0 lanes) the BLAS and LibTorch's softmax a CPU without AVX2 takes.
   for (const auto& sizes : {std::array<int64_t, 4>{149, 24, 3, 16}, {128, 128, 2, 16}, {149, 24, 3, 0}}) {

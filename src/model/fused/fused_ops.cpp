@@ -19,9 +19,10 @@ bool several_rows(const torch::Tensor& x) { return cpu_float(x) && x.numel() != 
 }  // namespace
 
 std::string unsupported(const GptConfig& arch) {
-  // Implemented: every position scheme (rope and qk_norm in kernels::prepare_qk, before the fused attention), either embedding scale, a tied or untied head, either activation (relu2: the fused product,
-  // then the reference activation), with or without biases, a soft-capped loss; the init keys change no
-  // computation. An option added to the reference layers and not written here is named here.
+  // Implemented: every position scheme (rope and qk_norm in kernels::prepare_qk, before the fused
+  // attention), either embedding scale, a tied or untied head, either activation (inside the fc product's
+  // threads), with or without biases, a soft-capped loss; the init keys change no computation. An option
+  // added to the reference layers and not written here is named here.
   (void)arch;
   return "";
 }
@@ -32,8 +33,8 @@ torch::Tensor FusedOps::linear(const torch::Tensor& x, const torch::Tensor& w, c
 
 torch::Tensor FusedOps::linear_act(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
                                    MlpActivation act) const {
-  // The GELU applied inside the product's threads (kernels::linear_gelu), which needs the bias.
-  if (act == MlpActivation::kGelu && several_rows(x) && b.defined()) return kernels::linear_gelu(x, w, b);
+  // The activation applied inside the product's threads (kernels::linear_act).
+  if (several_rows(x)) return kernels::linear_act(x, w, b, act == MlpActivation::kRelu2);
   return ReferenceOps::linear_act(x, w, b, act);
 }
 

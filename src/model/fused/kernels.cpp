@@ -95,25 +95,39 @@ struct LinearNoBiasFn : public torch::autograd::Function<LinearNoBiasFn> {
   static variable_list backward(AutogradContext* ctx, variable_list grads) { return linear_backward(ctx, grads[0], false); }
 };
 
-// gelu(x2 W^T + b) for x2 (N,in); when `grad`, keeps x2, W and the GELU's derivative at the
-// pre-activation (simd.h: computed with the GELU, from the same erf, over the pre-activation's own buffer).
-// On a CPU without AVX2 simd.h's loops do nothing and say so: LibTorch's gelu leaves the pre-activation
-// itself in that buffer, and backward, whose multiply_rows declines in the same way, takes gelu_backward.
-struct LinearGeluFn : public torch::autograd::Function<LinearGeluFn> {
+// act(x2 W^T + b) for x2 (N,in), b empty for a layer without bias (autograd takes no undefined input); act
+// 0 = the erf GELU, 1 = relu^2. When `grad`, keeps x2, W and the activation's derivative at the
+// pre-activation, written over the pre-activation's own buffer (the GELU's by simd.h, from the same erf;
+// relu^2's, 2 relu(x), by a plain loop). On a CPU without AVX2 simd.h's GELU loop does nothing and says so:
+// LibTorch's gelu leaves the pre-activation itself in that buffer, and backward, whose multiply_rows
+// declines in the same way, takes gelu_backward (relu^2's derivative is kept either way: a product).
+struct LinearActFn : public torch::autograd::Function<LinearActFn> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x2, const at::Tensor& w, const at::Tensor& b,
-                               bool grad) {
+                               int64_t act_kind, bool grad) {
     at::Tensor pre = at::empty({x2.size(0), w.size(0)}, x2.options());
     at::Tensor act = at::empty_like(pre);
-    pre.copy_(b.expand_as(pre));
-    auto gelu_block = [&](int64_t lo, int64_t n) {
+    const bool bias = b.numel() > 0;
+    if (bias) pre.copy_(b.expand_as(pre));
+    auto act_block = [&](int64_t lo, int64_t n) {
       const int64_t cols = pre.size(1), o = lo * cols;  // a block of rows is contiguous
-      float* d = grad ? pre.data_ptr<float>() + o : nullptr;  // the derivative over the pre-activation
-      if (gelu_forward(pre.data_ptr<float>() + o, act.data_ptr<float>() + o, d, n * cols)) return;
+      float* p = pre.data_ptr<float>() + o;
+      float* y = act.data_ptr<float>() + o;
+      if (act_kind == 1) {  // relu^2, and 2 relu(x) over the pre-activation
+        for (int64_t i = 0; i < n * cols; ++i) {
+          const float r = p[i] > 0.0f ? p[i] : 0.0f;
+          y[i] = r * r;
+          if (grad) p[i] = 2.0f * r;
+        }
+        return;
+      }
+      if (gelu_forward(p, y, grad ? p : nullptr, n * cols)) return;
       at::Tensor out = act.narrow(0, lo, n);
       at::gelu_out(out, pre.narrow(0, lo, n));
     };
-    mm_all({{pre, x2, w.t(), /*accumulate=*/true, 1.0, gelu_block}});
+    mm_all({{pre, x2, w.t(), /*accumulate=*/bias, 1.0, act_block}});
     if (grad) ctx->save_for_backward({x2, w, pre});  // pre: the derivative, or the pre-activation
+    ctx->saved_data["kind"] = act_kind;
+    ctx->saved_data["bias"] = bias;
     return act;
   }
 
@@ -121,13 +135,14 @@ struct LinearGeluFn : public torch::autograd::Function<LinearGeluFn> {
     const auto saved = ctx->get_saved_variables();
     const at::Tensor& x2 = saved[0];
     const at::Tensor& w = saved[1];
-    const at::Tensor& kept = saved[2];  // the derivative, or (without AVX2) the pre-activation
+    const at::Tensor& kept = saved[2];  // the derivative, or (GELU without AVX2) the pre-activation
+    const bool relu2 = ctx->saved_data["kind"].toInt() == 1;
     const at::Tensor g = grads[0].contiguous();  // (N,out): the gradient of the activation
     // The pre-activation's gradient, a range of rows per thread, each range's column sums (the thread's
     // share of the bias gradient, when wanted) taken in the same pass (simd.h).
     at::Tensor dpre = at::empty_like(g);
     const int64_t cols = g.size(1);
-    const bool want_bias = ctx->needs_input_grad(2);
+    const bool want_bias = ctx->saved_data["bias"].toBool() && ctx->needs_input_grad(2);
     at::Tensor db = rows_with_shares(g.size(0), cols, g.options(), [&](int64_t begin, int64_t end, at::Tensor share) {
       const int64_t off = begin * cols;
       if (multiply_rows(g.data_ptr<float>() + off, kept.data_ptr<float>() + off, dpre.data_ptr<float>() + off,
@@ -135,11 +150,16 @@ struct LinearGeluFn : public torch::autograd::Function<LinearGeluFn> {
         return;
       }
       at::Tensor d = dpre.narrow(0, begin, end - begin);  // a CPU without AVX2: LibTorch's ops
-      at::gelu_backward_out(d, g.narrow(0, begin, end - begin), kept.narrow(0, begin, end - begin));
+      if (relu2) {
+        at::mul_out(d, g.narrow(0, begin, end - begin), kept.narrow(0, begin, end - begin));
+      } else {
+        at::gelu_backward_out(d, g.narrow(0, begin, end - begin), kept.narrow(0, begin, end - begin));
+      }
       if (want_bias) share.add_(d.sum(0));
     });
     variable_list out = linear_products(ctx, dpre, x2, w);
     out.push_back(want_bias ? db : at::Tensor());
+    out.push_back(at::Tensor());  // act_kind: not a tensor
     out.push_back(at::Tensor());  // grad: not a tensor
     return out;
   }
@@ -193,11 +213,15 @@ at::Tensor mm(const at::Tensor& a, const at::Tensor& b) {
 }
 
 at::Tensor linear_gelu(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
-  TORCH_CHECK(bias.defined(), "linear_gelu: the layer needs a bias");  // autograd takes no undefined input
+  return linear_act(x, weight, bias, /*relu2=*/false);
+}
+
+at::Tensor linear_act(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, bool relu2) {
   auto sizes = x.sizes().vec();
   sizes.back() = weight.size(0);
-  const bool grad = c10::GradMode::is_enabled() && (x.requires_grad() || weight.requires_grad() || bias.requires_grad());
-  return LinearGeluFn::apply(x.reshape({-1, x.size(-1)}), weight, bias, grad).view(sizes);
+  const at::Tensor b = bias.defined() ? bias : at::empty({0}, weight.options());  // autograd takes no undefined input
+  const bool grad = c10::GradMode::is_enabled() && (x.requires_grad() || weight.requires_grad() || b.requires_grad());
+  return LinearActFn::apply(x.reshape({-1, x.size(-1)}), weight, b, relu2 ? 1 : 0, grad).view(sizes);
 }
 
 at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
