@@ -156,7 +156,7 @@ TEST_F(Kernels, GeluSimdMatchesLibTorch) {
       EXPECT_LE((d - at::gelu_backward(torch::ones_like(x), x)).abs().max().item<double>(), 1e-6) << "derivative";
       ASSERT_TRUE(kn::gelu_forward(x.data_ptr<float>(), y_only.data_ptr<float>(), nullptr, x.numel()));
       EXPECT_TRUE(torch::equal(y_only, y)) << "the forward without the derivative";
-      auto in_place = x.clone();  // the derivative written over the input, as linear_gelu does
+      auto in_place = x.clone();  // the derivative written over the input, as linear_act does
       ASSERT_TRUE(kn::gelu_forward(in_place.data_ptr<float>(), y_only.data_ptr<float>(), in_place.data_ptr<float>(), x.numel()));
       EXPECT_TRUE(torch::equal(in_place, d)) << "the derivative over the input";
       auto dx = torch::empty_like(x);
@@ -306,7 +306,7 @@ TEST_F(Kernels, LinearGeluValueAndGradients) {
     auto w = torch::randn({out, 24}, torch::requires_grad());
     auto b = torch::randn({out}, torch::requires_grad());
     auto g = torch::randn({1, rows, out});
-    auto y = kn::linear_gelu(x, w, b);
+    auto y = kn::linear_act(x, w, b, /*relu2=*/false);
     (y * g).sum().backward();
     auto x2 = x.detach().clone().requires_grad_(), w2 = w.detach().clone().requires_grad_();
     auto b2 = b.detach().clone().requires_grad_();
@@ -320,7 +320,7 @@ TEST_F(Kernels, LinearGeluValueAndGradients) {
   // A frozen layer: no weight or bias gradient asked for, the input's still right.
   auto x = torch::randn({64, 24}, torch::requires_grad());
   auto w = torch::randn({56, 24}), b = torch::randn({56});
-  kn::linear_gelu(x, w, b).sum().backward();
+  kn::linear_act(x, w, b, /*relu2=*/false).sum().backward();
   auto x2 = x.detach().clone().requires_grad_();
   torch::gelu(torch::nn::functional::linear(x2, w, b)).sum().backward();
   expect_close(x.grad(), x2.grad(), 1e-5, "dx frozen");
@@ -330,13 +330,13 @@ TEST_F(Kernels, LinearGeluValueAndGradients) {
   // no derivative and gives the same bits.
   auto bias = torch::randn({56}, torch::requires_grad());
   auto xf = torch::randn({64, 24});
-  auto y = kn::linear_gelu(xf, w, bias);
+  auto y = kn::linear_act(xf, w, bias, /*relu2=*/false);
   y.sum().backward();
   auto bias2 = bias.detach().clone().requires_grad_();
   torch::gelu(torch::nn::functional::linear(xf, w, bias2)).sum().backward();
   expect_close(bias.grad(), bias2.grad(), 1e-5, "db alone");
   const torch::NoGradGuard no_grad;
-  EXPECT_TRUE(torch::equal(kn::linear_gelu(xf, w, bias), y)) << "forward without autograd";
+  EXPECT_TRUE(torch::equal(kn::linear_act(xf, w, bias, /*relu2=*/false), y)) << "forward without autograd";
 }
 
 // relu^2 inside the product's threads, with and without a bias (model.bias false), against LibTorch's ops.

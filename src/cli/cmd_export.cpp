@@ -33,7 +33,7 @@ void add_export_commands(CLI::App& app) {
     const auto files = exporter::export_hf(ck, o->out);
     std::cout << "wrote " << o->out << ":";
     for (const auto& f : files) std::cout << " " << f;
-    std::cout << "\n(a " << (ck.arch.positions == model::Positions::kRope ? "GPTNeoXForCausalLM" : "GPT2LMHeadModel") << " of " << ck.dir.string() << "; lmtrain starts every prompt with id "
+    std::cout << "\n(a " << exporter::hf_class(ck.arch) << " of " << ck.dir.string() << "; lmtrain starts every prompt with id "
               << "eos_token_id: prepend it to match `lmtrain sample`)\n";
   });
 }

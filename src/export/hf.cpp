@@ -98,6 +98,8 @@ std::vector<std::pair<std::string, torch::Tensor>> gpt2_tensors(const model::Gpt
 
 namespace {
 
+constexpr const char* kNeox = "GPTNeoXForCausalLM";
+
 // config.json's text: `c` plus the keys both families share (tied head, eos as bos and eos, fp32, cache).
 std::string with_common_keys(json c, const model::GptConfig& a, int32_t eos_id) {
   c["tie_word_embeddings"] = a.tie_embeddings;
@@ -109,6 +111,10 @@ std::string with_common_keys(json c, const model::GptConfig& a, int32_t eos_id) 
 }
 
 }  // namespace
+
+std::string hf_class(const model::GptConfig& a) {
+  return a.positions == model::Positions::kRope ? kNeox : "GPT2LMHeadModel";
+}
 
 std::vector<std::pair<std::string, torch::Tensor>> neox_tensors(const model::GptImpl& m) {
   const auto& a = m.config();
@@ -146,7 +152,7 @@ std::vector<std::pair<std::string, torch::Tensor>> neox_tensors(const model::Gpt
 }
 
 std::string neox_config_json(const model::GptConfig& a, int32_t eos_id) {
-  json c = {{"architectures", {"GPTNeoXForCausalLM"}},
+  json c = {{"architectures", {kNeox}},
             {"model_type", "gpt_neox"},
             {"vocab_size", a.vocab_size},
             {"max_position_embeddings", a.max_seq_len},
@@ -188,7 +194,7 @@ std::string gpt2_config_json(const model::GptConfig& a, int32_t eos_id) {
 
 std::vector<std::string> export_hf(const checkpoint::LoadedCheckpoint& ck, const fs::path& out) {
   // GPT-2 for added positions, GPT-NeoX for rope; each refuses what it cannot express before anything is written.
-  const bool neox = ck.arch.positions == model::Positions::kRope;
+  const bool neox = hf_class(ck.arch) == kNeox;
   checkpoint::SafeTensors st;
   st.tensors = neox ? neox_tensors(*ck.model) : gpt2_tensors(*ck.model);
   st.metadata = {{"format", "pt"}};

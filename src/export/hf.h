@@ -42,6 +42,10 @@ std::vector<std::pair<std::string, torch::Tensor>> neox_tensors(const model::Gpt
 /// lmtrain), sequential residuals (use_parallel_residual false), erf GELU, LayerNorm eps 1e-5, biases.
 std::string neox_config_json(const model::GptConfig& a, int32_t eos_id);
 
+/// The Hugging Face class export_hf writes for `a`: "GPTNeoXForCausalLM" for rope positions, else
+/// "GPT2LMHeadModel".
+std::string hf_class(const model::GptConfig& a);
+
 /// config.json of a GPT2LMHeadModel with the architecture of `a` (activation "gelu" = erf GELU, LayerNorm
 /// eps 1e-5, no dropout, n_inner = mlp_ratio x d_model, n_positions = max_seq_len), `eos_id` as bos and eos.
 std::string gpt2_config_json(const model::GptConfig& a, int32_t eos_id);

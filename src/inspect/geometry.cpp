@@ -242,9 +242,9 @@ std::string format_rotary(const model::RotaryImpl& rope, int64_t max_seq_len, co
   const auto freq = rope.frequencies();  // (D/2) radians per token
   out += "\npair  radians/token  wavelength (tokens)\n";
   for (int64_t i = 0; i < freq.size(0); ++i) {
-    const double f = freq[i].item<double>();
-    std::snprintf(buf, sizeof buf, "%4lld  %13.6g  %19.6g%s\n", static_cast<long long>(i), f, 2.0 * M_PI / f,
-                  2.0 * M_PI / f > static_cast<double>(max_seq_len) ? "  (longer than the context)" : "");
+    const double f = freq[i].item<double>(), wavelength = 2.0 * M_PI / f;
+    std::snprintf(buf, sizeof buf, "%4lld  %13.6g  %19.6g%s\n", static_cast<long long>(i), f, wavelength,
+                  wavelength > static_cast<double>(max_seq_len) ? "  (longer than the context)" : "");
     out += buf;
   }
   // A unit vector u with equal components, rotated to positions p and s: cos = mean over pairs of

@@ -6,12 +6,15 @@
 
 namespace lm::model {
 
+torch::Tensor pair_frequencies(int64_t width, double base) {
+  auto two_i = torch::arange(0, width, 2, torch::kFloat64);                          // (width/2)
+  return torch::exp(two_i * (-std::log(base) / static_cast<double>(width)));       // base^(-2i/width)
+}
+
 torch::Tensor sinusoidal_table(int64_t T, int64_t C, int64_t offset) {
   // Computed in float64 then rounded, so large positions keep their accuracy.
   auto pos = torch::arange(offset, offset + T, torch::kFloat64).unsqueeze(1);    // (T,1)
-  auto two_i = torch::arange(0, C, 2, torch::kFloat64);                          // (C/2)
-  auto inv_freq = torch::exp(two_i * (-std::log(10000.0) / static_cast<double>(C)));  // 10000^(-2i/C)
-  auto angle = pos * inv_freq.unsqueeze(0);                                      // (T,C/2)
+  auto angle = pos * pair_frequencies(C, 10000.0).unsqueeze(0);                  // (T,C/2)
   auto pe = torch::empty({T, C}, torch::kFloat64);
   pe.slice(1, 0, C, 2).copy_(torch::sin(angle));
   pe.slice(1, 1, C, 2).copy_(torch::cos(angle));
@@ -51,10 +54,8 @@ std::shared_ptr<PositionEncodingImpl> make_positions(const GptConfig& cfg) {
 
 std::pair<torch::Tensor, torch::Tensor> rotary_tables(int64_t T, int64_t head_dim, double base, int64_t offset) {
   // float64 angles, then rounded: position 10^5 keeps its accuracy.
-  auto pos = torch::arange(offset, offset + T, torch::kFloat64).unsqueeze(1);            // (T,1)
-  auto two_i = torch::arange(0, head_dim, 2, torch::kFloat64);                           // (D/2)
-  auto inv_freq = torch::exp(two_i * (-std::log(base) / static_cast<double>(head_dim)));  // base^(-2i/D)
-  auto angle = pos * inv_freq.unsqueeze(0);                                              // (T,D/2)
+  auto pos = torch::arange(offset, offset + T, torch::kFloat64).unsqueeze(1);  // (T,1)
+  auto angle = pos * pair_frequencies(head_dim, base).unsqueeze(0);              // (T,D/2)
   return {torch::cos(angle).to(torch::kFloat32), torch::sin(angle).to(torch::kFloat32)};
 }
 
@@ -70,10 +71,7 @@ std::pair<torch::Tensor, torch::Tensor> RotaryImpl::tables(int64_t T, int64_t of
   return {c.to(cos_.device()), s.to(sin_.device())};
 }
 
-torch::Tensor RotaryImpl::frequencies() const {
-  auto two_i = torch::arange(0, head_dim_, 2, torch::kFloat64);
-  return torch::exp(two_i * (-std::log(base_) / static_cast<double>(head_dim_)));  // (D/2)
-}
+torch::Tensor RotaryImpl::frequencies() const { return pair_frequencies(head_dim_, base_); }
 
 torch::Tensor rotate_half(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin) {
   const int64_t half = x.size(-1) / 2;

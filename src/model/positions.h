@@ -13,6 +13,10 @@
 
 namespace lm::model {
 
+/// base^(-2i/width) for i < width/2: the angular frequency, in radians per position, of each pair of a
+/// sinusoidal table (width C, base 10000) or of a rotary head (width head_dim, rope_base). (width/2) float64.
+torch::Tensor pair_frequencies(int64_t width, double base);
+
 /// PE(pos, 2i) = sin(pos / 10000^(2i/C)), PE(pos, 2i+1) = cos(pos / 10000^(2i/C)) for pos in
 /// [offset, offset+T). REQUIRES: C even. Returns (T, C) float32.
 torch::Tensor sinusoidal_table(int64_t T, int64_t C, int64_t offset = 0);

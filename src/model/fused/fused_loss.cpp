@@ -78,6 +78,9 @@ struct HeadLossFn : public torch::autograd::Function<HeadLossFn> {
     const int64_t per_thread = std::clamp<int64_t>(kBlockBytes / (V * static_cast<int64_t>(sizeof(float))), 8, kRowsPerThread);
     const int64_t rows = std::min(N, per_thread * threads);
     at::Tensor buf = at::empty({rows, V}, h.options());
+    // The soft-cap's slope 1 - tanh^2 of each logit, when a gradient is wanted: one buffer like buf, reused.
+    const bool slopes = softcap > 0.0 && (want_h || want_w);
+    at::Tensor slope_buf = slopes ? at::empty({rows, V}, h.options()) : at::Tensor();
     at::Tensor dh = want_h ? at::empty_like(h) : at::Tensor();
     at::Tensor dw = want_w ? at::empty_like(w) : at::Tensor();
     const at::Tensor wt = w.t();
@@ -98,7 +101,10 @@ struct HeadLossFn : public torch::autograd::Function<HeadLossFn> {
         at::Tensor slope;  // d capped / d z = 1 - tanh^2, when soft-capped and a gradient is wanted
         if (softcap > 0.0) {
           block.div_(softcap).tanh_();
-          if (want_h || want_w) slope = 1.0 - block.square();
+          if (slopes) {
+            slope = slope_buf.narrow(0, k.lo, k.n);
+            at::mul_out(slope, block, block).neg_().add_(1.0);  // 1 + (-t^2): the same bits as 1 - t^2
+          }
           block.mul_(softcap);
         }
         softmax_rows(block, hc.narrow(0, k.lo, k.n), w, y.narrow(0, c0 + k.lo, k.n), want_h || want_w, softcap,

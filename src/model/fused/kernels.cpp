@@ -212,10 +212,6 @@ at::Tensor mm(const at::Tensor& a, const at::Tensor& b) {
   return out;
 }
 
-at::Tensor linear_gelu(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
-  return linear_act(x, weight, bias, /*relu2=*/false);
-}
-
 at::Tensor linear_act(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, bool relu2) {
   auto sizes = x.sizes().vec();
   sizes.back() = weight.size(0);

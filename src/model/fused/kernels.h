@@ -41,12 +41,11 @@ void mm_all(const std::vector<Product>& products);
 /// x (..., in) W^T + b with autograd (b may be undefined); products through mm_into.
 at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
 
-/// gelu(x W^T + b) (the erf GELU) for x (..., in) with autograd, as torch::gelu(linear(x, weight, bias)):
-/// each thread applies the GELU to its block of the product as soon as the block is made, with the GELU's
-/// derivative when a gradient is wanted (kept for backward), and backward multiplies by that derivative
-/// and takes its share of the bias gradient in one pass per block. `bias` may be undefined (model.bias false).
-at::Tensor linear_gelu(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
-/// The same with relu(.)^2 instead of the GELU when `relu2` (its derivative 2 relu(.) kept the same way).
+/// act(x W^T + b) for x (..., in) with autograd, act the erf GELU (as torch::gelu(linear(x, weight, bias)))
+/// or, when `relu2`, relu(.)^2: each thread applies the activation to its block of the product as soon as
+/// the block is made, with its derivative when a gradient is wanted (kept for backward), and backward
+/// multiplies by that derivative and takes its share of the bias gradient in one pass per block. `bias`
+/// may be undefined (model.bias false).
 at::Tensor linear_act(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, bool relu2);
 
 /// Ops::prepare_qk of qkv (B,T,3C) with autograd: each head's q and k scaled to unit RMS (qk_norm), then
