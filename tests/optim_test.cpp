@@ -77,6 +77,31 @@ TEST(Muon, NewtonSchulzOutputIsNearOrthogonal) {
   EXPECT_TRUE(torch::allclose(lm::train::newton_schulz(g, 5), lm::train::newton_schulz(1000 * g, 5), 1e-4, 1e-5));
 }
 
+// The Gram-matrix runs (train/muon.cpp: s iterations on X X^T between two products with X) are the same
+// iteration as the plain one: on the shapes of config S's qkv, fc and proj matrices, and on a nearly
+// rank-deficient update (a few strong directions and small noise, as real gradients are), the result stays
+// within fp32 rounding of the float64 plain iteration.
+TEST(Muon, GramRunsFollowThePlainIterationOnWideMatrices) {
+  torch::manual_seed(24);
+  for (auto shape : {std::vector<int64_t>{768, 256}, std::vector<int64_t>{256, 1024}, std::vector<int64_t>{1024, 256},
+                     std::vector<int64_t>{256, 256}}) {
+    for (double noise : {1.0, 0.05, 1e-3}) {
+      torch::Tensor g = torch::randn({shape[0], 8}).mm(torch::randn({8, shape[1]})) + noise * torch::randn(shape);
+      const torch::Tensor ref = reference_newton_schulz(g, 5);
+      const torch::Tensor got = lm::train::newton_schulz(g, 5).to(torch::kDouble);
+      const double rel = (got - ref).norm().item<double>() / ref.norm().item<double>();
+      EXPECT_LT(rel, 1e-4) << shape[0] << "x" << shape[1] << " noise " << noise;
+      EXPECT_LT((got - ref).abs().max().item<double>(), 2e-5) << shape[0] << "x" << shape[1] << " noise " << noise;
+      for (int steps : {1, 2, 3, 4}) {  // every run length and a shorter last run
+        const torch::Tensor r = reference_newton_schulz(g, steps);
+        EXPECT_LT((lm::train::newton_schulz(g, steps).to(torch::kDouble) - r).norm().item<double>() / r.norm().item<double>(),
+                  1e-4)
+            << shape[0] << "x" << shape[1] << " steps " << steps;
+      }
+    }
+  }
+}
+
 TEST(Muon, UpdateMatchesAPlainTensorReference) {
   torch::manual_seed(22);
   const double lr = 0.02, mu = 0.95;
