@@ -100,11 +100,6 @@ torch::Tensor ReferenceOps::next_token_loss(const torch::Tensor& hidden, const t
 
 torch::Tensor ReferenceOps::mm(const torch::Tensor& a, const torch::Tensor& b) const { return torch::matmul(a, b); }
 
-torch::Tensor ReferenceOps::addmm(const torch::Tensor& c, const torch::Tensor& a, const torch::Tensor& b, double beta,
-                                  double alpha) const {
-  return torch::addmm(c, a, b, beta, alpha);
-}
-
 OpsPtr reference_ops(c10::ScalarType dtype) {
   static const OpsPtr fp32 = std::make_shared<ReferenceOps>(torch::kFloat);
   static const OpsPtr bf16 = std::make_shared<ReferenceOps>(torch::kBFloat16);

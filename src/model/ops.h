@@ -50,9 +50,6 @@ class Ops {
                                         const torch::Tensor& targets, double softcap) const = 0;
   /// a (M,K) @ b (K,N) in fp32, no autograd (Muon's Newton-Schulz products).
   virtual torch::Tensor mm(const torch::Tensor& a, const torch::Tensor& b) const = 0;
-  /// beta c + alpha (a @ b) in fp32, no autograd, as torch::addmm.
-  virtual torch::Tensor addmm(const torch::Tensor& c, const torch::Tensor& a, const torch::Tensor& b, double beta,
-                              double alpha) const = 0;
   /// One log line about how the set splits its work over the threads, or "" (the reference set).
   virtual std::string describe_threads() const { return ""; }
 };
@@ -74,8 +71,6 @@ class ReferenceOps : public Ops {
   torch::Tensor next_token_loss(const torch::Tensor& hidden, const torch::Tensor& w, const torch::Tensor& targets,
                                 double softcap) const override;
   torch::Tensor mm(const torch::Tensor& a, const torch::Tensor& b) const override;
-  torch::Tensor addmm(const torch::Tensor& c, const torch::Tensor& a, const torch::Tensor& b, double beta,
-                      double alpha) const override;
 
  private:
   c10::ScalarType dtype_;

@@ -78,9 +78,11 @@ struct HeadLossFn : public torch::autograd::Function<HeadLossFn> {
     const int64_t per_thread = std::clamp<int64_t>(kBlockBytes / (V * static_cast<int64_t>(sizeof(float))), 8, kRowsPerThread);
     const int64_t rows = std::min(N, per_thread * threads);
     at::Tensor buf = at::empty({rows, V}, h.options());
-    // The soft-cap's slope 1 - tanh^2 of each logit, when a gradient is wanted: one buffer like buf, reused.
+    // The soft-cap's slope 1 - tanh^2 of each logit is wanted with a gradient.
     const bool slopes = softcap > 0.0 && (want_h || want_w);
-    at::Tensor slope_buf = slopes ? at::empty({rows, V}, h.options()) : at::Tensor();
+    // Soft-capped rows go through the cap, the softmax and the slope a few rows at a time, while they sit in
+    // the core's cache (about 256 KiB of logits, and as much of slopes).
+    const int64_t cap_rows = std::max<int64_t>(1, (int64_t{256} << 10) / (V * static_cast<int64_t>(sizeof(float))));
     at::Tensor dh = want_h ? at::empty_like(h) : at::Tensor();
     at::Tensor dw = want_w ? at::empty_like(w) : at::Tensor();
     const at::Tensor wt = w.t();
@@ -98,18 +100,24 @@ struct HeadLossFn : public torch::autograd::Function<HeadLossFn> {
       balance::run_pieces(balance::Region::kHead, spans, balance::cut(spans, plan.shares, plan.unit), [&](const balance::Piece& k) {
         at::Tensor block = lg.narrow(0, k.lo, k.n);
         at::mm_out(block, hc.narrow(0, k.lo, k.n), wt);
-        at::Tensor slope;  // d capped / d z = 1 - tanh^2, when soft-capped and a gradient is wanted
         if (softcap > 0.0) {
-          block.div_(softcap).tanh_();
-          if (slopes) {
-            slope = slope_buf.narrow(0, k.lo, k.n);
-            at::mul_out(slope, block, block).neg_().add_(1.0);  // 1 + (-t^2): the same bits as 1 - t^2
+          // d capped / d z = 1 - tanh^2, one small buffer per piece
+          at::Tensor slope = slopes ? at::empty({std::min(cap_rows, k.n), V}, h.options()) : at::Tensor();
+          for (int64_t r0 = 0; r0 < k.n; r0 += cap_rows) {
+            const int64_t nr = std::min(cap_rows, k.n - r0);
+            at::Tensor part = block.narrow(0, r0, nr);
+            part.div_(softcap).tanh_();
+            at::Tensor s = slopes ? slope.narrow(0, 0, nr) : at::Tensor();
+            if (slopes) at::mul_out(s, part, part).neg_().add_(1.0);  // 1 + (-t^2): the same bits as 1 - t^2
+            part.mul_(softcap);
+            softmax_rows(part, hc.narrow(0, k.lo + r0, nr), w, y.narrow(0, c0 + k.lo + r0, nr), want_h || want_w,
+                         softcap, losses.data() + k.lo + r0);
+            if (slopes) part.mul_(s);
           }
-          block.mul_(softcap);
+        } else {
+          softmax_rows(block, hc.narrow(0, k.lo, k.n), w, y.narrow(0, c0 + k.lo, k.n), want_h || want_w, softcap,
+                       losses.data() + k.lo);
         }
-        softmax_rows(block, hc.narrow(0, k.lo, k.n), w, y.narrow(0, c0 + k.lo, k.n), want_h || want_w, softcap,
-                     losses.data() + k.lo);
-        if (slope.defined()) block.mul_(slope);
         if (want_h) {
           at::Tensor dh_block = dh.narrow(0, c0 + k.lo, k.n);
           at::addmm_out(dh_block, dh_block, block, w, /*beta=*/0, /*alpha=*/inv_n);

@@ -64,14 +64,6 @@ torch::Tensor FusedOps::mm(const torch::Tensor& a, const torch::Tensor& b) const
   return cpu_float(a) ? kernels::mm(a, b) : ReferenceOps::mm(a, b);
 }
 
-torch::Tensor FusedOps::addmm(const torch::Tensor& c, const torch::Tensor& a, const torch::Tensor& b, double beta,
-                              double alpha) const {
-  if (!cpu_float(a)) return ReferenceOps::addmm(c, a, b, beta, alpha);
-  torch::Tensor out = kernels::mm(a, b);
-  if (alpha != 1.0) out.mul_(alpha);
-  return out.add_(c, beta);
-}
-
 std::string FusedOps::describe_threads() const {
   return "fused kernels' thread shares: " + kernels::balance::describe(at::get_num_threads());
 }

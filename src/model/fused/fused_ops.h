@@ -31,8 +31,6 @@ class FusedOps : public ReferenceOps {
   torch::Tensor next_token_loss(const torch::Tensor& hidden, const torch::Tensor& w, const torch::Tensor& targets,
                                 double softcap) const override;
   torch::Tensor mm(const torch::Tensor& a, const torch::Tensor& b) const override;
-  torch::Tensor addmm(const torch::Tensor& c, const torch::Tensor& a, const torch::Tensor& b, double beta,
-                      double alpha) const override;
   std::string describe_threads() const override;
 
  private:
