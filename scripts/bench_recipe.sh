@@ -6,8 +6,9 @@
 # 2. Each option alone on the baseline, then the options added one by one (cumulative rows).
 # Every run validates on the whole val file every EVAL_EVERY (default 25) steps; wall time counts training
 # only (each validation's time is left out). Each row gives the first validated step at or below L0, the
-# training time to it, and the val loss at W0 (the last validation within W0). Runs are alternated in one
-# invocation, each in its own process. Output: docs/BENCHMARKS.md.
+# training time to it, and the val loss at W0 (the last validation within W0).
+# 3. configs/kjv-modern.yaml, when it exists: the file itself on KJV; its recipe keys on the Korean FAQ.
+# The runs follow one another in one invocation, each in its own process. Output: docs/BENCHMARKS.md.
 # Usage: scripts/bench_recipe.sh [--corpus kjv|ko] [--rows NAME,NAME,...] [--set KEY=VALUE ...]
 #   (extra --set apply to every run; rows: see ROWS below)
 set -euo pipefail
@@ -50,7 +51,17 @@ ROWS=(
   "+softcap|model.positions=rope model.qk_norm=true model.mlp_activation=relu2 model.bias=false model.zero_init_proj=true model.logit_softcap=15"
   "+muon|model.positions=rope model.qk_norm=true model.mlp_activation=relu2 model.bias=false model.zero_init_proj=true model.logit_softcap=15 train.optimizer=muon"
 )
-[ -f configs/kjv-modern.yaml ] && [ "$corpus" = kjv ] && ROWS+=("kjv-modern|@configs/kjv-modern.yaml")
+# configs/kjv-modern.yaml's recipe: the file itself on KJV; on the Korean FAQ its recipe keys (not its sizes,
+# data or schedule) on configs/ko-faq.yaml.
+recipe_sets() {
+  awk '/^[a-z_]+:/ { sec = $1; sub(":", "", sec) }
+       /^  [a-z_]+:/ { k = $1; sub(":", "", k)
+         if ((sec == "model" && k ~ /^(positions|rope_base|qk_norm|mlp_activation|bias|init_std|embedding_init_std|zero_init_proj|logit_softcap)$/) ||
+             (sec == "train" && k ~ /^(optimizer|muon_lr|muon_momentum|muon_ns_steps)$/)) printf "%s.%s=%s ", sec, k, $2 }' configs/kjv-modern.yaml
+}
+if [ -f configs/kjv-modern.yaml ]; then
+  if [ "$corpus" = kjv ]; then ROWS+=("kjv-modern|@configs/kjv-modern.yaml"); else ROWS+=("kjv-modern|$(recipe_sets)"); fi
+fi
 mkdir -p "$out"
 names=()
 for row in "${ROWS[@]}"; do
@@ -97,7 +108,8 @@ base = curve("baseline")
 L0, W0 = base[-1][2], base[-1][1]
 unit = "bits/byte" if bpb else "nats/token"
 print(f"baseline: L0 = {L0:.4f} {unit} at step {base[-1][0]}, W0 = {W0:.1f} s of training")
-print(f"{'row':12} {'steps to L0':>11} {'s to L0':>8} {'share of W0':>11} {'val at W0':>10} {'vs L0':>8} {'s/step':>7}")
+print(f"{'row':12} {'steps to L0':>11} {'s to L0':>8} {'share of W0':>11} {'val at W0':>10} {'vs L0':>8} {'s/step':>7} {'tokens/s':>8}")
+base_step = base[-1][1] / base[-1][0]
 for name in names:
     pts = curve(name)
     reach = next(((s, t) for s, t, l in pts if l <= L0), None)
@@ -107,5 +119,5 @@ for name in names:
     secs = f"{reach[1]:.1f}" if reach else "-"
     share = f"{reach[1] / W0:.0%}" if reach else "-"
     val = f"{at_w0[-1]:10.4f} {at_w0[-1] - L0:+8.4f}" if at_w0 else f"{'-':>10} {'-':>8}"
-    print(f"{name:12} {steps:>11} {secs:>8} {share:>11} {val} {per_step:7.3f}")
+    print(f"{name:12} {steps:>11} {secs:>8} {share:>11} {val} {per_step:7.3f} {base_step / per_step:7.2f}x")
 PY

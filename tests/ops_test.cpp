@@ -64,13 +64,15 @@ std::vector<model::GptConfig> shared_architectures() {
 
 std::string name_of(const model::GptConfig& c) { return model::describe(c); }
 
-// 20 AdamW steps (clipped at 1) of a model built from seed 5 with `ops`, on one batch drawn from seed 9.
-std::vector<double> twenty_losses(const model::GptConfig& arch, const model::OpsPtr& ops) {
+// 20 AdamW steps (clipped at 1; with `muon`, Muon for the blocks' matrices) of a model built from seed 5
+// with `ops`, on one batch drawn from seed 9.
+std::vector<double> twenty_losses(const model::GptConfig& arch, const model::OpsPtr& ops, bool muon = false) {
   torch::manual_seed(5);
   model::Gpt m(arch, ops);
   train::TrainConfig tc;
   tc.lr = 3e-3;
-  const auto groups = train::split_decay_groups(*m);
+  if (muon) tc.optimizer = train::OptimizerKind::kMuon;
+  const auto groups = train::split_decay_groups(*m, 1.0, {}, muon);
   train::RunOptimizer opt(groups, tc, ops);
   torch::manual_seed(9);
   const auto x = torch::randint(arch.vocab_size, {6, arch.max_seq_len}), y = torch::randint(arch.vocab_size, {6, arch.max_seq_len});
@@ -105,6 +107,13 @@ TEST(Ops, FusedSetFollowsTheReferenceForEveryArchitecture) {
     for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-4) << name_of(arch) << ", step " << i + 1;
     EXPECT_LT(a.back(), a.front() - 0.05) << name_of(arch) << ": the loss never moved";
   }
+  // Every option together, with Muon (configs/kjv-modern.yaml's optimizer): its Newton-Schulz products on
+  // either set's threads.
+  const model::GptConfig arch = shared_architectures().back();
+  const auto a = twenty_losses(arch, model::make_ops(util::Kernels::kReference, cpu, torch::kFloat, arch).ops, true);
+  const auto b = twenty_losses(arch, model::make_ops(util::Kernels::kFused, cpu, torch::kFloat, arch).ops, true);
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-4) << "with Muon, step " << i + 1;
+  EXPECT_LT(a.back(), a.front() - 0.05) << "with Muon: the loss never moved";
 }
 
 // The soft-capped loss of either set is the cross-entropy of c tanh(logits / c), value and gradients.

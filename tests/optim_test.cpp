@@ -13,6 +13,7 @@
 #include "train/muon.h"
 #include "train/optimizer.h"
 #include "util/errors.h"
+#include "util/threads.h"
 
 namespace lm::test {
 
@@ -100,6 +101,35 @@ TEST(Muon, GramRunsFollowThePlainIterationOnWideMatrices) {
       }
     }
   }
+}
+
+// On the fused set with 2 LibTorch threads and OpenBLAS on one thread per call (the trainer's setting), each
+// thread orthogonalises whole matrices; on one thread every matrix runs there. The parameters come out the
+// same to the bit, as with the reference set's products.
+TEST(Muon, WholeMatricesPerThreadGiveTheBitsOfOneThread) {
+  const int threads = torch::get_num_threads(), blas = std::max(1, util::blas_threads());
+  const torch::Device cpu(torch::kCPU);
+  const model::OpsPtr fused = model::make_ops(util::Kernels::kFused, cpu, torch::kFloat, tiny_config()).ops;
+  auto run = [&](int torch_threads) {
+    util::set_compute_threads(torch_threads, 1);
+    torch::manual_seed(25);
+    std::vector<torch::Tensor> params = {torch::randn({96, 32}), torch::randn({32, 32}), torch::randn({128, 32}),
+                                         torch::randn({32, 128}), torch::randn({96, 32})};
+    std::vector<std::string> names;
+    for (size_t i = 0; i < params.size(); ++i) {
+      params[i].set_requires_grad(true);
+      names.push_back("p" + std::to_string(i));
+    }
+    lm::train::Muon muon(names, params, 0.02, 0.95, 5, fused);
+    for (int step = 0; step < 3; ++step) {
+      for (auto& p : params) p.mutable_grad() = torch::randn(p.sizes());
+      muon.step();
+    }
+    return params;
+  };
+  const auto one = run(1), two = run(2);
+  util::set_compute_threads(threads, blas);
+  for (size_t i = 0; i < one.size(); ++i) EXPECT_TRUE(torch::equal(one[i], two[i])) << "parameter " << i;
 }
 
 TEST(Muon, UpdateMatchesAPlainTensorReference) {

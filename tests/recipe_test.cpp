@@ -3,6 +3,7 @@
 // through the binary against an independent Python forward (scripts/check_forward.py).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
+#include <yaml-cpp/yaml.h>
 
 #include <csignal>
 #include <cmath>
@@ -161,38 +162,42 @@ namespace {
 constexpr const char* kEveryOption = "positions: rope, qk_norm: true, mlp_activation: relu2, bias: false, "
                                      "zero_init_proj: true, logit_softcap: 15";
 
-// `train` of 12 steps of a model with every option, checkpoints every 4, B sequences per process.
-std::string every_option_args(const ScratchDir& dir, const std::string& run, int batch, const std::string& more = "") {
+// `train` of 12 steps of a tiny model with `model_keys` and `train_keys` added, checkpoints every 4, B
+// sequences per process.
+std::string recipe_args(const ScratchDir& dir, const std::string& run, const std::string& model_keys,
+                        const std::string& train_keys, int batch, const std::string& more = "") {
   RunSpec spec;
   spec.run = run;
-  spec.model += std::string(", ") + kEveryOption;
-  spec.train = "batch_size: " + std::to_string(batch) + ", max_steps: 12, warmup_steps: 2, lr: 0.01, eval_every: 0, log_every: 1";
+  spec.model += ", " + model_keys;
+  spec.train = "batch_size: " + std::to_string(batch) + ", max_steps: 12, warmup_steps: 2, lr: 0.01, eval_every: 0, " +
+               "log_every: 1" + train_keys;
   spec.extra = "checkpoint: {every: 4, keep_last: 2}\n";
   return "train -c " + write_run_config(dir, spec).string() + " --set dist.timeout_s=10 " + more;
 }
 
-}  // namespace
-
-// With every option on: a SIGTERM and --resume auto give the straight run's weights bit for bit, two
-// processes of 4 sequences follow one of 8, and a fine-tune with the token table frozen keeps it bit for bit.
-TEST(Recipe, EveryOptionResumesBitwiseSplitsOverProcessesAndFreezes) {
+// A SIGTERM and --resume auto give the straight run's weights bit for bit, two processes of 4 sequences
+// follow one of 8, and a fine-tune with the token table frozen keeps it bit for bit, then samples.
+void resumes_splits_and_freezes(const std::string& model_keys, const std::string& train_keys) {
   ScratchDir dir("recipe_runs");
-  auto straight = run_lmtrain(every_option_args(dir, "straight", 8));
+  auto args = [&](const std::string& run, int batch, const std::string& more = "") {
+    return recipe_args(dir, run, model_keys, train_keys, batch, more);
+  };
+  auto straight = run_lmtrain(args("straight", 8));
   ASSERT_EQ(straight.exit_code, 0) << straight.output;
   EXPECT_NE(straight.output.find("fused ops (run.kernels auto)"), std::string::npos) << straight.output;
 
-  const pid_t pid = spawn_lmtrain(every_option_args(dir, "split", 8), dir / "split1.log", hold_at(dir, "step:6"));
+  const pid_t pid = spawn_lmtrain(args("split", 8), dir / "split1.log", hold_at(dir, "step:6"));
   ASSERT_TRUE(held(dir, "step:6")) << slurp(dir / "split1.log");
   ::kill(pid, SIGTERM);
   EXPECT_EQ(wait_exit(pid), 143) << slurp(dir / "split1.log");
-  auto resumed = run_lmtrain(every_option_args(dir, "split", 8, "--resume auto"));
+  auto resumed = run_lmtrain(args("split", 8, "--resume auto"));
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
   EXPECT_EQ(losses(dir / "split"), losses(dir / "straight"));
   const fs::path a = dir / "straight" / "step_00000012", b = dir / "split" / "step_00000012";
   EXPECT_EQ(manifest_sha(a, "model.safetensors"), manifest_sha(b, "model.safetensors"));
   EXPECT_FALSE(manifest_sha(a, "model.safetensors").empty());
 
-  auto two = run_lmtrain(every_option_args(dir, "two", 4, "--nproc 2"));
+  auto two = run_lmtrain(args("two", 4, "--nproc 2"));
   ASSERT_EQ(two.exit_code, 0) << two.output;
   const auto one_losses = losses(dir / "straight"), two_losses = losses(dir / "two");
   ASSERT_EQ(one_losses.size(), two_losses.size());
@@ -204,13 +209,33 @@ TEST(Recipe, EveryOptionResumesBitwiseSplitsOverProcessesAndFreezes) {
   ft.run = "ft";
   ft.train_text = "tiny_en_val.txt";
   ft.tokenizer = ft.model = "";  // from the checkpoint
-  ft.train = "batch_size: 4, max_steps: 4, warmup_steps: 1, lr: 0.01, eval_every: 0";
+  ft.train = "batch_size: 4, max_steps: 4, warmup_steps: 1, lr: 0.01, eval_every: 0" + train_keys;
   auto r = run_lmtrain("finetune --from " + a.string() + " -c " + write_run_config(dir, ft).string() +
                        " --set finetune.freeze_embeddings=true");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("frozen tensors unchanged"), std::string::npos) << r.output;
   r = run_lmtrain("sample --checkpoint " + (dir / "ft").string() + " --prompt 'The river' --generate 20 --extend-positions");
   EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
+}  // namespace
+
+TEST(Recipe, EveryOptionResumesBitwiseSplitsOverProcessesAndFreezes) { resumes_splits_and_freezes(kEveryOption, ""); }
+
+// configs/kjv-modern.yaml's recipe, read from the file (its model keys other than the sizes, and its
+// optimizer keys), on the tiny model: the same checks.
+TEST(Recipe, KjvModernResumesBitwiseSplitsOverProcessesAndFreezes) {
+  const YAML::Node cfg = YAML::LoadFile(std::string(LMTRAIN_SOURCE_DIR) + "/configs/kjv-modern.yaml");
+  std::string model_keys, train_keys;
+  for (const char* key : {"positions", "rope_base", "qk_norm", "mlp_activation", "bias", "init_std", "embedding_init_std",
+                          "zero_init_proj", "logit_softcap", "tie_embeddings"}) {
+    if (cfg["model"][key]) model_keys += (model_keys.empty() ? "" : ", ") + std::string(key) + ": " + cfg["model"][key].as<std::string>();
+  }
+  for (const char* key : {"optimizer", "muon_lr", "muon_momentum", "muon_ns_steps"}) {
+    if (cfg["train"][key]) train_keys += ", " + std::string(key) + ": " + cfg["train"][key].as<std::string>();
+  }
+  ASSERT_NE(model_keys.find("positions: rope"), std::string::npos) << model_keys;
+  resumes_splits_and_freezes(model_keys, train_keys);
 }
 
 }  // namespace lm::test
