@@ -1,6 +1,7 @@
 #include "train/muon.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 
 #include <ATen/Parallel.h>
@@ -90,39 +91,26 @@ void Muon::step() {
     updates[i] = g.add(buffers_[i], momentum_);  // Nesterov: look one momentum step ahead
     todo.push_back(i);
   }
-  // On the CPU with OpenBLAS on one thread per call (the fused set's setting), each thread orthogonalises
-  // whole matrices: a product of 256 rows runs at one core's full speed, while cutting each product over the
-  // threads leaves pieces too small for it. The matrices go to the threads largest first, each to the least
-  // loaded; a matrix's bits do not depend on the thread it runs on.
-  const int64_t threads = at::get_num_threads();
-  const bool per_thread = threads > 1 && todo.size() > 1 && util::blas_threads() == 1 && !at::in_parallel_region() &&
-                          std::all_of(todo.begin(), todo.end(), [&](size_t i) { return params_[i].is_cpu(); });
+  // Largest first. On the CPU with OpenBLAS on one thread per call (the fused set's setting) the threads take
+  // whole matrices one at a time from a shared counter, so a faster thread takes more: a product of 256 rows
+  // runs at one core's full speed, while cutting each product over the threads leaves pieces too small for
+  // it. A matrix's bits do not depend on the thread it runs on.
   auto work = [&](size_t i) {
     const double rows = static_cast<double>(params_[i].size(0)), cols = static_cast<double>(params_[i].size(1));
     return rows * cols * std::min(rows, cols);
   };
-  std::vector<std::vector<size_t>> share(per_thread ? static_cast<size_t>(threads) : 1);
-  if (per_thread) {
-    std::vector<size_t> order = todo;
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return work(a) > work(b); });
-    std::vector<double> load(share.size(), 0.0);
-    for (size_t i : order) {
-      const size_t t = static_cast<size_t>(std::min_element(load.begin(), load.end()) - load.begin());
-      share[t].push_back(i);
-      load[t] += work(i);
-    }
-  } else {
-    share[0] = todo;
-  }
-  auto orthogonalise = [&](const std::vector<size_t>& mine) {
-    for (size_t i : mine) updates[i] = newton_schulz(updates[i], ns_steps_, *ops_);
+  std::stable_sort(todo.begin(), todo.end(), [&](size_t a, size_t b) { return work(a) > work(b); });
+  std::atomic<size_t> next{0};
+  auto orthogonalise = [&] {
+    const c10::AutoGradMode no_autograd(false);  // thread-local: off on the pool's threads too
+    for (size_t k = next++; k < todo.size(); k = next++) updates[todo[k]] = newton_schulz(updates[todo[k]], ns_steps_, *ops_);
   };
-  if (per_thread) {
-    at::parallel_for(0, threads, 1, [&](int64_t lo, int64_t hi) {
-      for (int64_t t = lo; t < hi; ++t) orthogonalise(share[static_cast<size_t>(t)]);
-    });
+  const int64_t threads = at::get_num_threads();
+  if (threads > 1 && todo.size() > 1 && util::blas_threads() == 1 &&
+      std::all_of(todo.begin(), todo.end(), [&](size_t i) { return params_[i].is_cpu(); })) {
+    at::parallel_for(0, threads, 1, [&](int64_t, int64_t) { orthogonalise(); });  // one call per thread
   } else {
-    orthogonalise(share[0]);
+    orthogonalise();
   }
   for (size_t i : todo) {
     torch::Tensor& p = params_[i];

@@ -100,23 +100,20 @@ struct HeadLossFn : public torch::autograd::Function<HeadLossFn> {
       balance::run_pieces(balance::Region::kHead, spans, balance::cut(spans, plan.shares, plan.unit), [&](const balance::Piece& k) {
         at::Tensor block = lg.narrow(0, k.lo, k.n);
         at::mm_out(block, hc.narrow(0, k.lo, k.n), wt);
-        if (softcap > 0.0) {
-          // d capped / d z = 1 - tanh^2, one small buffer per piece
-          at::Tensor slope = slopes ? at::empty({std::min(cap_rows, k.n), V}, h.options()) : at::Tensor();
-          for (int64_t r0 = 0; r0 < k.n; r0 += cap_rows) {
-            const int64_t nr = std::min(cap_rows, k.n - r0);
-            at::Tensor part = block.narrow(0, r0, nr);
+        // Soft-capped: a few rows at a time; otherwise the whole piece at once.
+        const int64_t step = softcap > 0.0 ? std::min(cap_rows, k.n) : k.n;
+        at::Tensor slope = slopes ? at::empty({step, V}, h.options()) : at::Tensor();  // d capped / d z = 1 - tanh^2
+        for (int64_t r0 = 0; r0 < k.n; r0 += step) {
+          const int64_t nr = std::min(step, k.n - r0);
+          at::Tensor part = block.narrow(0, r0, nr), s = slopes ? slope.narrow(0, 0, nr) : at::Tensor();
+          if (softcap > 0.0) {
             part.div_(softcap).tanh_();
-            at::Tensor s = slopes ? slope.narrow(0, 0, nr) : at::Tensor();
             if (slopes) at::mul_out(s, part, part).neg_().add_(1.0);  // 1 + (-t^2): the same bits as 1 - t^2
             part.mul_(softcap);
-            softmax_rows(part, hc.narrow(0, k.lo + r0, nr), w, y.narrow(0, c0 + k.lo + r0, nr), want_h || want_w,
-                         softcap, losses.data() + k.lo + r0);
-            if (slopes) part.mul_(s);
           }
-        } else {
-          softmax_rows(block, hc.narrow(0, k.lo, k.n), w, y.narrow(0, c0 + k.lo, k.n), want_h || want_w, softcap,
-                       losses.data() + k.lo);
+          softmax_rows(part, hc.narrow(0, k.lo + r0, nr), w, y.narrow(0, c0 + k.lo + r0, nr), want_h || want_w, softcap,
+                       losses.data() + k.lo + r0);
+          if (slopes) part.mul_(s);
         }
         if (want_h) {
           at::Tensor dh_block = dh.narrow(0, c0 + k.lo, k.n);
