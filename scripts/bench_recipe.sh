@@ -10,17 +10,21 @@
 # 3. configs/kjv-modern.yaml, when it exists: the file itself on KJV; its recipe keys on the Korean FAQ.
 # The runs follow one another in one invocation, each in its own process. Output: docs/BENCHMARKS.md.
 # Usage: scripts/bench_recipe.sh [--corpus kjv|ko] [--rows NAME,NAME,...] [--set KEY=VALUE ...]
-#   (extra --set apply to every run; rows: see ROWS below)
+#                                [--candidate 'NAME|KEY=VALUE KEY=VALUE ...' ...]
+#   (extra --set apply to every run; rows: see ROWS below; a --candidate is one more row, its --set list on
+#   the baseline, or '@FILE KEY=VALUE ...' for a config file with overrides; --rows names it to run it alone)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 corpus=kjv
 only=""
 extra=()
+candidates=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --corpus) corpus=$2; shift 2 ;;
     --rows) only=$2; shift 2 ;;
     --set) extra+=(--set "$2"); shift 2 ;;
+    --candidate) candidates+=("$2"); shift 2 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -62,6 +66,7 @@ recipe_sets() {
 if [ -f configs/kjv-modern.yaml ]; then
   if [ "$corpus" = kjv ]; then ROWS+=("kjv-modern|@configs/kjv-modern.yaml"); else ROWS+=("kjv-modern|$(recipe_sets)"); fi
 fi
+ROWS+=(${candidates[@]+"${candidates[@]}"})
 mkdir -p "$out"
 names=()
 for row in "${ROWS[@]}"; do
@@ -71,8 +76,8 @@ for row in "${ROWS[@]}"; do
   names+=("$name")
   args=(-c "$config")
   if [[ "$sets" == @* ]]; then
-    args=(-c "${sets#@}")
-    sets=""
+    read -r file sets <<< "$sets"
+    args=(-c "${file#@}")
   fi
   for s in $sets; do args+=(--set "$s"); done
   echo "== $name: ${sets:-the baseline}"
