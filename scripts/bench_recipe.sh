@@ -66,7 +66,12 @@ recipe_sets() {
 if [ -f configs/kjv-modern.yaml ]; then
   if [ "$corpus" = kjv ]; then ROWS+=("kjv-modern|@configs/kjv-modern.yaml"); else ROWS+=("kjv-modern|$(recipe_sets)"); fi
 fi
-ROWS+=(${candidates[@]+"${candidates[@]}"})
+ROWS+=("${candidates[@]}")
+seen=","
+for row in "${ROWS[@]}"; do  # one run directory per name: a repeated name would overwrite a row
+  if [[ "$seen" == *",${row%%|*},"* ]]; then echo "--candidate: the row name '${row%%|*}' is taken" >&2; exit 2; fi
+  seen+="${row%%|*},"
+done
 mkdir -p "$out"
 names=()
 for row in "${ROWS[@]}"; do
