@@ -7,7 +7,13 @@ positions (rotate-half, rope_base), embedding_scale, a tied or untied head, gelu
 linear biases, qk_norm, logit_softcap. Exits 1 when any probability differs by more than --tol (default
 1e-5). Needs python3-torch and python3-numpy only.
 
+With --context, the vectors `lmtrain inspect context --json` wrote (every depth of every occurrence) are
+checked instead; with --embed, the sentence vectors `lmtrain embed --out X.npy` wrote (--pool, --layer as
+given to embed; --ids holds each text's ids, the line start first).
+
 Usage: scripts/check_forward.py CHECKPOINT_DIR PROBS_JSON [--tol 1e-5]
+       scripts/check_forward.py CHECKPOINT_DIR --context CONTEXT_JSON
+       scripts/check_forward.py CHECKPOINT_DIR --embed VECS.npy --ids IDS.txt --pool mean|weighted|last|from-input [--layer N]
 """
 import argparse
 import json
@@ -61,12 +67,14 @@ def linear(w, name, x):
     return y + w[name + ".bias"] if name + ".bias" in w else y
 
 
-def log_probs(a, w, ids):
-    """log p(next | prefix) for every position of ids (a list) -> (T, V) float64."""
+def hidden_states(a, w, ids):
+    """Every depth's vectors for ids (a list), each (T, C) float64: the raw input rows, the input vectors
+    (scaled, positions added), the residual stream after each block, the final hidden state (after ln_f)."""
     C, H, L = a["d_model"], a["n_heads"], a["n_layers"]
     D = C // H
     positions = a["positions"]
     x = w["tok_emb.weight"][ids]  # (T,C)
+    states = [x]
     if a["embedding_scale"] == "sqrt_d":
         x = x * math.sqrt(C)
     T = x.shape[0]
@@ -74,6 +82,7 @@ def log_probs(a, w, ids):
         x = x + w["pos_emb.weight"][:T]
     elif positions == "sinusoidal":
         x = x + sinusoidal(T, C)
+    states.append(x)
     mask = torch.ones(T, T, dtype=torch.bool).triu(1)
     for i in range(L):
         p = f"blocks.{i}."
@@ -93,13 +102,53 @@ def log_probs(a, w, ids):
         h = linear(w, p + "mlp.fc", h)
         h = F.gelu(h) if a.get("mlp_activation", "gelu") == "gelu" else F.relu(h) ** 2
         x = x + linear(w, p + "mlp.proj", h)
-    x = F.layer_norm(x, (C,), w["ln_f.weight"], w["ln_f.bias"], LN_EPS)
+        states.append(x)
+    states.append(F.layer_norm(x, (C,), w["ln_f.weight"], w["ln_f.bias"], LN_EPS))
+    return states
+
+
+def log_probs(a, w, ids):
+    """log p(next | prefix) for every position of ids (a list) -> (T, V) float64."""
+    x = hidden_states(a, w, ids)[-1]
     head = w["tok_emb.weight"] if a["tie_embeddings"] else w["head.weight"]
     logits = x @ head.t()
     cap = a.get("logit_softcap", 0.0)
     if cap > 0:
         logits = cap * torch.tanh(logits / cap)
     return logits.log_softmax(-1)
+
+
+def context_difference(a, w, report):
+    """Largest |v_python - v_lmtrain| over every occurrence's vector at every depth of `inspect context
+    --json` (its text_ids say what each text's ids are)."""
+    worst, count = 0.0, 0
+    for piece in report["pieces"]:
+        for o in piece["occurrences"]:
+            states = hidden_states(a, w, report["text_ids"][o["text"]])
+            for d, vec in enumerate(o["vectors"]):
+                ref = states[d][o["position"]]
+                worst = max(worst, (torch.tensor(vec, dtype=torch.float64) - ref).abs().max().item())
+                count += 1
+    return worst, count
+
+
+def pooled(a, w, ids, pool, layer):
+    """One `lmtrain embed` vector for ids (the line start first): `pool` over the pieces (positions 1..) of the
+    depth `layer` (-1 final, 0 the input vectors, N after block N-1), or the mean of the raw rows."""
+    if pool == "from-input":
+        return w["tok_emb.weight"][ids[1:]].mean(0)
+    rows = hidden_states(a, w, ids)[layer + 1 if layer >= 0 else -1][1:]  # states[0] is the raw rows
+    if pool == "mean":
+        return rows.mean(0)
+    if pool == "last":
+        return rows[-1]
+    weights = torch.arange(1, rows.shape[0] + 1, dtype=torch.float64)  # SGPT: i / sum(1..n)
+    return (rows * (weights / weights.sum()).unsqueeze(1)).sum(0)
+
+
+def read_npy(path):
+    import numpy
+    return torch.from_numpy(numpy.load(path).astype("float64"))
 
 
 def worst_difference(logp, rows):
@@ -117,17 +166,38 @@ def worst_difference(logp, rows):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("checkpoint")
-    ap.add_argument("probs_json")
+    ap.add_argument("probs_json", nargs="?", help="`lmtrain inspect probs --json` of the checkpoint")
+    ap.add_argument("--context", help="`lmtrain inspect context --json` of the checkpoint: every vector checked")
+    ap.add_argument("--embed", help="`lmtrain embed --out X.npy` of the checkpoint, checked with --ids and --pool")
+    ap.add_argument("--ids", help="one line per embedded text: its ids, the line start first")
+    ap.add_argument("--pool", default="mean", choices=["mean", "weighted", "last", "from-input"])
+    ap.add_argument("--layer", type=int, default=-1)
     ap.add_argument("--tol", type=float, default=1e-5)
     args = ap.parse_args()
+    if sum(x is not None for x in (args.probs_json, args.context, args.embed)) != 1:
+        ap.error("expected one of PROBS_JSON, --context or --embed")
     arch = json.load(open(os.path.join(args.checkpoint, "arch.json")))
-    rows = json.load(open(args.probs_json))
-    ids = [rows[0]["context_id"]] + [r["next_id"] for r in rows]
-    with torch.no_grad():
-        logp = log_probs(arch, read_weights(os.path.join(args.checkpoint, "model.safetensors")), ids)
-    worst = worst_difference(logp, rows)
     options = " ".join(f"{k}={arch[k]}" for k in sorted(arch))
-    print(f"{len(rows)} positions ({options}): max |p_python - p_lmtrain| = {worst:.3g} (tolerance {args.tol:g})")
+    w = read_weights(os.path.join(args.checkpoint, "model.safetensors"))
+    with torch.no_grad():
+        if args.context:
+            worst, count = context_difference(arch, w, json.load(open(args.context)))
+            print(f"{count} vectors ({options}): max |v_python - v_lmtrain| = {worst:.3g} (tolerance {args.tol:g})")
+        elif args.embed:
+            got = read_npy(args.embed)
+            lines = [[int(t) for t in line.split()] for line in open(args.ids) if line.strip()]
+            want = torch.stack([pooled(arch, w, ids, args.pool, args.layer) for ids in lines])
+            if got.shape != want.shape:
+                print(f"shape: expected {tuple(want.shape)}, got {tuple(got.shape)}")
+                return 1
+            worst = (got - want).abs().max().item()
+            print(f"{len(lines)} vectors, pool {args.pool}, layer {args.layer} ({options}): "
+                  f"max |v_python - v_lmtrain| = {worst:.3g} (tolerance {args.tol:g})")
+        else:
+            rows = json.load(open(args.probs_json))
+            ids = [rows[0]["context_id"]] + [r["next_id"] for r in rows]
+            worst = worst_difference(log_probs(arch, w, ids), rows)
+            print(f"{len(rows)} positions ({options}): max |p_python - p_lmtrain| = {worst:.3g} (tolerance {args.tol:g})")
     return 0 if worst <= args.tol else 1
 
 

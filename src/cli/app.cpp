@@ -21,6 +21,7 @@ int run(int argc, char** argv) {
   add_plot_commands(app);
   add_report_commands(app);
   add_inspect_commands(app);
+  add_embed_commands(app);
   add_finetune_commands(app);
   add_export_commands(app);
   add_import_commands(app);

@@ -10,6 +10,7 @@
 #include "checkpoint/checkpoint.h"
 #include "cli/commands.h"
 #include "data/token_file.h"
+#include "inspect/context.h"
 #include "inspect/drift.h"
 #include "inspect/geometry.h"
 #include "inspect/probs.h"
@@ -126,6 +127,50 @@ void print_positions(const ReadOpts& o) {
   std::cout << inspect::format_positions(*ck.model, positions, parse_int_list("--dims", o.dims.empty() ? "0-7" : o.dims));
 }
 
+struct ContextOpts {
+  std::string checkpoint, piece, json;
+  std::vector<std::string> texts;
+  int k = 5, neighbours = 5;
+};
+
+void print_context(const ContextOpts& o) {
+  if (o.texts.size() < 2 && o.piece.empty()) {
+    throw ConfigError("[inspect] context: expected at least two --text (or one with a --piece that occurs twice in it), got " +
+                      std::to_string(o.texts.size()));
+  }
+  auto ck = checkpoint::load_checkpoint(o.checkpoint);
+  tokenizer::Tokenizer tok(ck.tokenizer_model);
+  for (size_t i = 0; i < o.texts.size(); ++i) warn_unknown_characters(tok, o.texts[i], "--text " + std::to_string(i + 1));
+  const auto ids = inspect::context_ids(*ck.model, tok, o.texts);
+  const auto pieces = inspect::context_pieces(tok, ids, o.piece);
+  std::vector<inspect::ContextReport> reports;  // all of them before anything is printed: an error prints alone
+  for (int32_t id : pieces) reports.push_back(inspect::context_report(*ck.model, tok, ids, id, o.k, o.neighbours));
+  std::cout << "checkpoint " << ck.dir.string() << " (step " << ck.state.step << ")\n";
+  nlohmann::json json = nlohmann::json::array();
+  for (const auto& r : reports) {
+    std::cout << "\n" << inspect::format_context(r, o.texts);
+    if (!o.json.empty()) json.push_back(inspect::context_json(r, true));
+  }
+  if (!o.json.empty()) {
+    util::atomic_write_file(o.json, nlohmann::json{{"checkpoint", ck.dir.string()}, {"step", ck.state.step}, {"texts", o.texts},
+                                                   {"text_ids", ids}, {"pieces", json}}.dump(1) + "\n");
+  }
+}
+
+void add_context_command(CLI::App& inspect) {
+  auto o = std::make_shared<ContextOpts>();
+  auto* cmd = inspect.add_subcommand("context", "One piece in several texts: its vector at every depth, the cosine between "
+                                                "occurrences, the logit lens and the nearest rows (docs/inspect.md)");
+  add_checkpoint_option(cmd, o->checkpoint, true);
+  cmd->add_option("--text", o->texts, "a text (repeat it; a line start is implied before each)")->required();
+  cmd->add_option("--piece", o->piece, "piece or word to follow (default: every piece shared by two or more texts)");
+  cmd->add_option("-k,--top-k", o->k, "next pieces the logit lens lists per depth")->capture_default_str();
+  cmd->add_option("--neighbours", o->neighbours, "nearest vocabulary rows listed per occurrence")
+      ->capture_default_str()->check(CLI::Range(1, 1000));
+  cmd->add_option("--json", o->json, "also write the reports, with every vector, as JSON to this file");
+  cmd->callback([o] { print_context(*o); });
+}
+
 // `inspect probs|neighbours|positions`.
 void add_reading_commands(CLI::App& inspect) {
   auto o = std::make_shared<ReadOpts>();
@@ -156,7 +201,7 @@ void add_reading_commands(CLI::App& inspect) {
 }  // namespace
 
 void add_inspect_commands(CLI::App& app) {
-  auto* inspect = app.add_subcommand("inspect", "Read a checkpoint: probs, neighbours, positions, params, shapes, drift");
+  auto* inspect = app.add_subcommand("inspect", "Read a checkpoint: probs, neighbours, positions, context, params, shapes, drift");
   inspect->require_subcommand(1);
   struct Opts {
     std::string from, to, tokens, json;
@@ -195,6 +240,7 @@ void add_inspect_commands(CLI::App& app) {
     if (!o->json.empty()) util::atomic_write_file(o->json, out.dump(2) + "\n");
   });
   add_reading_commands(*inspect);
+  add_context_command(*inspect);
   add_model_reading_commands(*inspect);
 }
 

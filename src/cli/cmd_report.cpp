@@ -4,6 +4,7 @@
 
 #include "cli/commands.h"
 #include "report/report.h"
+#include "util/errors.h"
 #include "util/text.h"
 
 namespace lm::cli {
@@ -36,15 +37,24 @@ void add_report_commands(CLI::App& app) {
   auto output = std::make_shared<std::string>();
   auto* cmd = app.add_subcommand("report",
                                  "Write one self-contained HTML page: run summary, curves, embedding map, positions, "
-                                 "fine-tune drift, next-token bars (opens offline in any browser)");
+                                 "fine-tune drift, next-token bars, context (opens offline in any browser)");
   cmd->add_option("target", *target, "run directory (its `latest`) or checkpoint directory")->required();
   cmd->add_option("--compare", *compare, "checkpoint to measure embedding drift from (default: a fine-tune's --from)");
   cmd->add_option("--prompt", o->prompt, "text whose next-token probabilities are drawn, e.g. \"And God said\"");
+  cmd->add_option("--context-text", o->context_texts,
+                  "a text for the context section (repeat it): one shared piece's cosine by depth and its logit lens");
+  cmd->add_option("--context-piece", o->context_piece, "the piece the context section follows (default: the first shared one)");
   cmd->add_option("-o,--output", *output, "HTML file to write (default: RUN/report.html)");
   cmd->add_option("--points", o->points, "most frequent pieces on the embedding map")->capture_default_str()->check(CLI::Range(2, 1 << 20));
   cmd->add_option("--neighbours", o->neighbours, "nearest neighbours listed per piece")->capture_default_str()->check(CLI::Range(1, 1000));
   cmd->add_option("-k,--top-k", o->top_k, "alternatives per position in the next-token bars")->capture_default_str()->check(CLI::Range(1, 100));
   cmd->callback([o, target, compare, output] {
+    if (o->context_texts.size() == 1 && o->context_piece.empty()) {
+      throw ConfigError("[report] --context-text: expected two or more (or one with a --context-piece that occurs twice in it)");
+    }
+    if (o->context_texts.empty() && !o->context_piece.empty()) {
+      throw ConfigError("[report] --context-piece: expected --context-text as well");
+    }
     o->target = *target;
     o->compare = *compare;
     o->output = *output;

@@ -24,7 +24,8 @@ void add_plot_commands(CLI::App& app);        ///< plot (cmd_plot.cpp)
 void add_report_commands(CLI::App& app);      ///< report (cmd_report.cpp)
 void add_export_commands(CLI::App& app);      ///< export (cmd_export.cpp)
 void add_import_commands(CLI::App& app);      ///< import (cmd_import.cpp)
-void add_inspect_commands(CLI::App& app);     ///< inspect drift|probs|neighbours|positions (cmd_inspect.cpp)
+void add_inspect_commands(CLI::App& app);     ///< inspect drift|probs|neighbours|positions|context (cmd_inspect.cpp)
+void add_embed_commands(CLI::App& app);       ///< embed (cmd_embed.cpp)
 /// inspect params|shapes (cmd_inspect_model.cpp).
 void add_model_reading_commands(CLI::App& inspect);
 

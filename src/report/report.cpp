@@ -125,6 +125,8 @@ ReportResult write_report(const ReportOptions& o) {
   data["drift"] = base ? drift_section(s, *base, 20) : nlohmann::json(nullptr);
   data["drift_note"] = drift_note;
   data["probs"] = o.prompt.empty() ? nlohmann::json(nullptr) : probs_section(s, o.prompt, o.top_k);
+  data["context"] = o.context_texts.empty() ? nlohmann::json(nullptr)
+                                            : context_section(s, o.context_texts, o.context_piece, o.top_k);
   nlohmann::json pieces = nlohmann::json::array();
   for (int32_t id = 0; id < s.tok->vocab_size(); ++id) pieces.push_back(s.tok->piece(id));
   data["pieces"] = pieces;

@@ -1,11 +1,13 @@
 // `lmtrain report`: one self-contained HTML file about a run or a checkpoint: run summary, loss curves,
-// the token table's embedding map, the positions, a fine-tune's drift and the next-token bars of a prompt.
+// the token table's embedding map, the positions, a fine-tune's drift, the next-token bars of a prompt and
+// one piece's vectors through the depths in several texts (the context section).
 // The numbers come from inspect/ (the code behind `inspect ...`); the page only draws them (assets/).
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 namespace lm::report {
 
@@ -14,6 +16,8 @@ struct ReportOptions {
   std::filesystem::path compare;  ///< optional: the checkpoint drift is measured from (default: a
                                   ///< fine-tune's `finetune.from`)
   std::string prompt;             ///< optional: text for the next-token bars
+  std::vector<std::string> context_texts;  ///< optional (two or more): texts for the context section
+  std::string context_piece;      ///< the piece it follows (default: the first one the texts share)
   std::filesystem::path output;   ///< default: RUN/report.html
   int points = 2000;              ///< most frequent pieces on the embedding map
   int neighbours = 10;            ///< nearest neighbours listed per piece

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "inspect/context.h"
 #include "inspect/drift.h"
 #include "inspect/geometry.h"
 #include "inspect/probs.h"
@@ -152,6 +153,15 @@ nlohmann::json drift_section(const Sources& s, const checkpoint::LoadedCheckpoin
 nlohmann::json probs_section(const Sources& s, const std::string& prompt, int top_k) {
   const auto rows = inspect::teacher_forced(*s.ck.model.ptr(), *s.tok, sample::prompt_context(*s.tok, prompt), top_k);
   return {{"prompt", prompt}, {"rows", inspect::probs_json(rows)}};
+}
+
+nlohmann::json context_section(const Sources& s, const std::vector<std::string>& texts, const std::string& piece, int top_k) {
+  auto& model = *s.ck.model.ptr();
+  const auto ids = inspect::context_ids(model, *s.tok, texts);
+  const int32_t id = inspect::context_pieces(*s.tok, ids, piece).front();
+  auto out = inspect::context_json(inspect::context_report(model, *s.tok, ids, id, top_k, 5), false);
+  out["texts"] = texts;
+  return out;
 }
 
 }  // namespace lm::report

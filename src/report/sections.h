@@ -44,6 +44,9 @@ nlohmann::json positions_section(const Sources& s, const std::vector<int32_t>& m
 nlohmann::json drift_section(const Sources& s, const checkpoint::LoadedCheckpoint& base, int top_k);
 /// The teacher-forced next-token table of `prompt` (inspect probs).
 nlohmann::json probs_section(const Sources& s, const std::string& prompt, int top_k);
+/// One piece in several texts through the depths: cosine between occurrences and the logit lens (inspect
+/// context), for `piece` or else the first piece the texts share.
+nlohmann::json context_section(const Sources& s, const std::vector<std::string>& texts, const std::string& piece, int top_k);
 
 /// The whole HTML page around `data`.
 std::string render_page(const nlohmann::json& data);

@@ -147,7 +147,7 @@
       s('text', { x: X(t), y: H - m.b + 15, 'text-anchor': 'middle', text: fmt(t) }, svg);
     }
     s('line', { x1: m.l, x2: W - m.r, y1: H - m.b, y2: H - m.b, cls: 'axis' }, svg);
-    s('text', { x: W - m.r, y: H - 3, 'text-anchor': 'end', text: 'step' }, svg);
+    s('text', { x: W - m.r, y: H - 3, 'text-anchor': 'end', text: o.xlabel || 'step' }, svg);
     for (const step of o.marks) {
       s('line', { x1: X(step), x2: X(step), y1: m.t, y2: H - m.b, cls: 'resume' }, svg);
       s('text', { x: X(step) + 3, y: H - m.b - 4, fill: '#b42318', text: 'resumed at ' + step }, svg);
@@ -171,7 +171,7 @@
       for (const q of used) {
         const i = nearestIndex(q.x, step);
         if (snap === null) snap = q.x[i];
-        lines.push(`${q.name}, step ${q.x[i]}: ${fmt(q.y[i], 5)}`);
+        lines.push(`${q.name}, ${o.xnames ? o.xnames[q.x[i]] : 'step ' + q.x[i]}: ${fmt(q.y[i], 5)}`);
       }
       cursor.setAttribute('x1', X(snap));
       cursor.setAttribute('x2', X(snap));
@@ -432,7 +432,32 @@
       Q.rows.map((r) => [r.position, r.context, bars(r), r.next, r.prob, r.rank]), { cls: 'bars', id: 'probs-table' }));
   }
 
-  for (const [name, draw] of [['summary', summary], ['curves', curves], ['map', embeddingMap], ['positions', positions], ['drift', drift], ['probs', probs]]) {
+  function context() {
+    const X = D.context;
+    if (!X) return;
+    const place = (o) => `text ${o.text + 1} @${o.position}`;
+    const sec = section('context', 'Context', `The piece "${X.piece}" in ${X.occurrences.length} places, through the model ` +
+      '(as lmtrain inspect context). The input row is the same row for the same id (cosine 1); positions and the blocks ' +
+      'make each occurrence context-aware. The logit lens reads the tied head from each depth, ln_f applied first.');
+    sec.append(h('ul', null, ...X.occurrences.map((o) => h('li', { text: place(o) + ': ' + X.texts[o.text] }))));
+    const colours = ['#1f77b4', '#d62728', '#2ca02c', '#9467bd', '#ff7f0e', '#8c564b'];
+    const depth = X.depths.map((_, i) => i);
+    sec.append(lineChart({ title: 'cosine between occurrences, by depth (0 = input row)', xmax: X.depths.length - 1, marks: [],
+      xlabel: 'depth', xnames: X.depths,
+      series: X.pairs.slice(0, colours.length).map((p, k) => ({ name: place(X.occurrences[p.a]) + ' ~ ' + place(X.occurrences[p.b]),
+        x: depth, y: p.cosine, color: colours[k], dots: true })) }));
+    sec.append(table(['pair', ...X.depths.map((d) => '#' + d)],
+      X.pairs.map((p) => [place(X.occurrences[p.a]) + ' ~ ' + place(X.occurrences[p.b]), ...p.cosine.map((c) => fmt(c, 3))]),
+      { id: 'context-cosine' }));
+    const rows = [];
+    for (const o of X.occurrences) {
+      o.lens.forEach((top, d) => rows.push([d === 0 ? place(o) : '', X.depths[d],
+        top.map((t) => `${t.piece} ${(100 * t.prob).toFixed(1)}%`).join(', ')]));
+    }
+    sec.append(table(['occurrence', 'depth', 'logit lens: top next pieces'], rows, { id: 'context-lens' }));
+  }
+
+  for (const [name, draw] of [['summary', summary], ['curves', curves], ['map', embeddingMap], ['positions', positions], ['drift', drift], ['probs', probs], ['context', context]]) {
     try {
       draw();
     } catch (e) {

@@ -1,0 +1,161 @@
+// `lmtrain embed`: one vector per line (inspect/embed.h), written to --out, or a --query searched against an
+// embedded file whose vectors are cached beside it (keyed by the file's and the checkpoint's SHA-256 and the
+// options).
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/safetensors.h"
+#include "cli/commands.h"
+#include "inspect/embed.h"
+#include "util/errors.h"
+#include "util/hash.h"
+#include "util/text.h"
+
+namespace lm::cli {
+namespace fs = std::filesystem;
+
+namespace {
+
+struct EmbedOpts {
+  std::string checkpoint, file, out, pool = "mean", query;
+  std::vector<std::string> texts;
+  int layer = -1, k = 5;
+  int64_t batch = 32;
+  bool from_input = false;
+};
+
+// A live "embedded 320/1000 lines" on a terminal; nothing otherwise.
+void show_progress(size_t done, size_t total) {
+  if (!isatty(STDERR_FILENO)) return;
+  std::fprintf(stderr, "\r[embed] %zu/%zu lines", done, total);
+  if (done == total) std::fprintf(stderr, "\n");
+  std::fflush(stderr);
+}
+
+// The cached vectors of --file when their key matches, else computed and cached (a cache that cannot be
+// written is reported and skipped: the search still runs).
+torch::Tensor cached_vectors(model::GptImpl& model, const tokenizer::Tokenizer& tok, const std::vector<std::string>& lines,
+                             const inspect::EmbedOptions& eo, const fs::path& file, const std::string& key,
+                             std::map<std::string, std::string> metadata, int64_t& cut) {
+  const fs::path cache = inspect::cache_path(file);
+  if (fs::exists(cache)) {
+    try {
+      const auto st = checkpoint::read_safetensors(cache);
+      const auto k = st.metadata.find("key");
+      if (k != st.metadata.end() && k->second == key && st.tensors.size() == 1 &&
+          st.tensors[0].second.size(0) == static_cast<int64_t>(lines.size())) {
+        spdlog::info("[embed] reusing the cached vectors of {} lines: {}", lines.size(), cache.string());
+        return st.tensors[0].second;
+      }
+      spdlog::info("[embed] the cache {} was made from another file, checkpoint or options: embedding again", cache.string());
+    } catch (const Error& e) {
+      spdlog::warn("[embed] the cache {} cannot be read ({}): embedding again", cache.string(), e.what());
+    }
+  }
+  auto e = inspect::embed_texts(model, tok, lines, eo, show_progress);
+  cut = e.cut;
+  metadata["key"] = key;
+  try {
+    inspect::write_embeddings(cache, e.vectors, lines, metadata);
+    spdlog::info("[embed] cached the vectors of {} lines in {}", lines.size(), cache.string());
+  } catch (const Error& err) {
+    spdlog::warn("[embed] the vectors were not cached: {}", err.what());
+  }
+  return e.vectors;
+}
+
+void run_embed(const EmbedOpts& o) {
+  if (o.file.empty() == o.texts.empty()) throw ConfigError("[embed] expected exactly one of --file or --text");
+  if (o.out.empty() && o.query.empty()) throw ConfigError("[embed] expected --out (write the vectors) or --query (search them), or both");
+  if (!o.query.empty() && o.file.empty()) throw ConfigError("[embed] --query searches the lines of --file: expected --file");
+  inspect::EmbedOptions eo;
+  eo.pool = inspect::parse_pool(o.pool);
+  eo.layer = o.layer;
+  eo.from_input = o.from_input;
+  eo.batch = o.batch;
+  if (eo.from_input && eo.layer != -1) throw ConfigError("[embed] --layer and --from-input: expected one of them (the input rows have no layer)");
+  if (!o.out.empty()) inspect::check_embedding_output(o.out);
+  auto ck = checkpoint::load_checkpoint(o.checkpoint);
+  tokenizer::Tokenizer tok(ck.tokenizer_model);
+  const int64_t L = ck.arch.n_layers;
+  if (eo.layer < -1 || eo.layer > L) {
+    throw ConfigError("[embed] --layer: expected 0.." + std::to_string(L) + " (0 = the input vectors, N = after block N-1), got " +
+                      std::to_string(eo.layer));
+  }
+  std::vector<std::string> lines;
+  std::string lines_sha;
+  if (!o.file.empty()) {
+    lines = inspect::read_lines(o.file);
+    lines_sha = util::sha256_file(o.file);
+  } else {
+    std::string joined;
+    for (const auto& t : o.texts) {
+      if (t.find_first_not_of(" \t") == std::string::npos) throw ConfigError("[embed] --text: expected text, got a blank one");
+      joined += t + "\n";
+    }
+    lines = o.texts;
+    lines_sha = util::sha256_hex(joined);
+  }
+  const std::string model_sha = util::sha256_file(ck.dir / "model.safetensors");
+  const std::string options = inspect::describe(eo);
+  std::map<std::string, std::string> metadata = {{"lines_sha256", lines_sha},
+                                                 {"checkpoint", ck.dir.string()},
+                                                 {"checkpoint_step", std::to_string(ck.state.step)},
+                                                 {"model_sha256", model_sha},
+                                                 {"options", options},
+                                                 {"count", std::to_string(lines.size())}};
+  const std::string key = util::sha256_hex(lines_sha + "\n" + model_sha + "\n" + options);
+  int64_t cut = 0;
+  torch::Tensor vectors;
+  if (!o.query.empty()) {
+    vectors = cached_vectors(*ck.model, tok, lines, eo, o.file, key, metadata, cut);
+  } else {
+    auto e = inspect::embed_texts(*ck.model, tok, lines, eo, show_progress);
+    vectors = e.vectors;
+    cut = e.cut;
+  }
+  if (cut > 0) {
+    spdlog::info("[embed] {} of {} lines were longer than the context and were cut to their first {} pieces", cut,
+                 lines.size(), ck.arch.max_seq_len - 1);
+  }
+  if (!o.out.empty()) {
+    metadata["cut"] = std::to_string(cut);
+    inspect::write_embeddings(o.out, vectors, lines, metadata);
+    std::cout << "wrote " << vectors.size(0) << " vectors of " << vectors.size(1) << " (" << options << ") to " << o.out << "\n";
+  }
+  if (!o.query.empty()) {
+    const auto q = inspect::embed_texts(*ck.model, tok, {o.query}, eo);
+    const auto hits = inspect::nearest_lines(vectors, q.vectors[0], o.k);
+    std::cout << "nearest lines of " << o.file << " to \"" << o.query << "\" (" << options << ", cosine):\n";
+    char buf[64];
+    for (size_t i = 0; i < hits.size(); ++i) {
+      std::snprintf(buf, sizeof buf, "%3zu  %.4f  line %-6lld  ", i + 1, hits[i].second, static_cast<long long>(hits[i].first + 1));
+      std::cout << buf << lines[static_cast<size_t>(hits[i].first)] << "\n";
+    }
+  }
+}
+
+}  // namespace
+
+void add_embed_commands(CLI::App& app) {
+  auto o = std::make_shared<EmbedOpts>();
+  auto* cmd = app.add_subcommand("embed", "One vector per line from a checkpoint's hidden states (or its input rows); "
+                                          "write them, or search them with --query (docs/inspect.md)");
+  add_checkpoint_option(cmd, o->checkpoint, true);
+  cmd->add_option("--file", o->file, "UTF-8 text file, one text per line");
+  cmd->add_option("--text", o->texts, "a text to embed (repeatable; instead of --file)");
+  cmd->add_option("--out", o->out, "vectors to write: .safetensors, .npy or .tsv (+ .metadata.tsv for the Embedding Projector)");
+  cmd->add_option("--pool", o->pool, "mean | weighted (later pieces weigh more) | last (the last piece's state)")->capture_default_str();
+  cmd->add_option("--layer", o->layer, "hidden states after this many blocks (0 = the input vectors; default: the final ones, after ln_f)");
+  cmd->add_flag("--from-input", o->from_input, "the mean of the raw input rows instead: a bag of token embeddings, no context");
+  cmd->add_option("--batch", o->batch, "lines per forward pass")->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  cmd->add_option("--query", o->query, "text to search --file's lines for (nearest by cosine; vectors cached beside the file)");
+  cmd->add_option("-k", o->k, "lines --query lists")->capture_default_str();
+  cmd->callback([o] { run_embed(*o); });
+}
+
+}  // namespace lm::cli

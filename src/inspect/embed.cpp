@@ -1,0 +1,257 @@
+#include "inspect/embed.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "checkpoint/safetensors.h"
+#include "sample/sampler.h"
+#include "tokenizer/corpus_text.h"
+#include "util/errors.h"
+#include "util/fs.h"
+
+namespace lm::inspect {
+namespace fs = std::filesystem;
+
+Pool parse_pool(const std::string& name) {
+  if (name == "mean") return Pool::kMean;
+  if (name == "weighted") return Pool::kWeighted;
+  if (name == "last") return Pool::kLast;
+  throw ConfigError("[embed] --pool: expected mean, weighted or last, got '" + name + "'");
+}
+
+std::string describe(const EmbedOptions& o) {
+  if (o.from_input) return "from-input";
+  const char* pool = o.pool == Pool::kMean ? "mean" : o.pool == Pool::kWeighted ? "weighted" : "last";
+  return std::string("pool=") + pool + " layer=" + (o.layer < 0 ? std::string("final") : std::to_string(o.layer));
+}
+
+std::vector<std::string> read_lines(const fs::path& path) {
+  tokenizer::check_corpus_file(path, "--file");
+  const std::string text = util::read_file(path, "--file");
+  tokenizer::check_corpus_text(text, path);  // empty, NUL, invalid UTF-8, overlong lines
+  std::vector<std::string> lines;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    std::string line = text.substr(start, end - start);
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.find_first_not_of(" \t") == std::string::npos) {
+      throw DataError("[embed] '" + path.string() + "' line " + std::to_string(lines.size() + 1) +
+                      " is blank: expected one text per line (one vector each). Hint: remove blank lines, e.g. "
+                      "`grep -v '^[[:space:]]*$'`.");
+    }
+    lines.push_back(std::move(line));
+    start = end + 1;
+  }
+  return lines;
+}
+
+Embedded embed_texts(model::GptImpl& model, const tokenizer::Tokenizer& tok, const std::vector<std::string>& texts,
+                     const EmbedOptions& o, const std::function<void(size_t, size_t)>& progress) {
+  const int64_t L = static_cast<int64_t>(model.blocks->size()), T = model.config().max_seq_len;
+  if (o.layer < -1 || o.layer > L) {
+    throw ConfigError("[embed] --layer: expected 0.." + std::to_string(L) + " (0 = the input vectors, N = after block N-1), got " +
+                      std::to_string(o.layer));
+  }
+  if (o.batch < 1) throw ConfigError("[embed] --batch: expected at least 1, got " + std::to_string(o.batch));
+  model.eval();
+  torch::NoGradGuard no_grad;
+  Embedded out;
+  const int64_t C = model.config().d_model;
+  auto vectors = torch::empty({static_cast<int64_t>(texts.size()), C}, torch::kFloat64);
+  const auto table = model.tok_emb->weight.detach().to(torch::kCPU, torch::kFloat64);
+  const std::string want = o.layer == 0 ? "" : "blocks." + std::to_string(o.layer - 1);
+  for (size_t from = 0; from < texts.size(); from += static_cast<size_t>(o.batch)) {
+    const size_t n = std::min(static_cast<size_t>(o.batch), texts.size() - from);
+    std::vector<std::vector<int32_t>> ids(n);
+    int64_t longest = 0;
+    for (size_t i = 0; i < n; ++i) {
+      ids[i] = sample::prompt_context(tok, texts[from + i]);  // the implied line start, then the pieces
+      if (ids[i].size() < 2) {
+        throw DataError("[embed] text " + std::to_string(from + i + 1) + " encodes to no pieces: expected text");
+      }
+      if (static_cast<int64_t>(ids[i].size()) > T) {
+        ids[i].resize(static_cast<size_t>(T));
+        ++out.cut;
+      }
+      longest = std::max(longest, static_cast<int64_t>(ids[i].size()));
+    }
+    torch::Tensor states;  // (n,longest,C): the hidden states pooled over, unless from_input
+    if (!o.from_input) {
+      // shorter lines are padded at the end: attention is causal, so padding never reaches their pieces
+      auto idx = torch::full({static_cast<int64_t>(n), longest}, tok.eos_id(), torch::kInt64);
+      for (size_t i = 0; i < n; ++i) {
+        for (size_t p = 0; p < ids[i].size(); ++p) idx[static_cast<int64_t>(i)][static_cast<int64_t>(p)] = ids[i][p];
+      }
+      torch::Tensor input, picked;
+      auto h = model.forward_hidden(idx, [&](const std::string& stage, const torch::Tensor& t) {
+        if (stage == "tok_emb" || stage == "+pos_emb") input = t;
+        if (stage == want) picked = t;
+      });
+      states = (o.layer < 0 ? h : o.layer == 0 ? input : picked).to(torch::kCPU, torch::kFloat64);
+    }
+    for (size_t i = 0; i < n; ++i) {
+      const int64_t len = static_cast<int64_t>(ids[i].size()) - 1;  // pieces, at positions 1..len
+      torch::Tensor v;
+      if (o.from_input) {
+        v = table.index_select(0, torch::tensor(std::vector<int64_t>(ids[i].begin() + 1, ids[i].end()))).mean(0);
+      } else {
+        auto rows = states[static_cast<int64_t>(i)].slice(0, 1, len + 1);  // (len,C)
+        if (o.pool == Pool::kMean) {
+          v = rows.mean(0);
+        } else if (o.pool == Pool::kLast) {
+          v = rows[len - 1];
+        } else {  // SGPT's position-weighted mean: weight i / sum(1..len) for the i-th piece
+          auto w = torch::arange(1, len + 1, torch::kFloat64);
+          v = (rows * (w / w.sum()).unsqueeze(1)).sum(0);
+        }
+      }
+      vectors[static_cast<int64_t>(from + i)] = v;
+    }
+    if (progress) progress(from + n, texts.size());
+  }
+  out.vectors = vectors.to(torch::kFloat32);
+  return out;
+}
+
+namespace {
+
+std::string npy_bytes(const torch::Tensor& v) {
+  const auto c = v.to(torch::kCPU, torch::kFloat32).contiguous();
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + std::to_string(c.size(0)) + ", " +
+                       std::to_string(c.size(1)) + "), }";
+  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
+  header += '\n';
+  std::string out = "\x93NUMPY";
+  out += '\x01';
+  out += '\x00';
+  out += static_cast<char>(header.size() & 0xff);
+  out += static_cast<char>(header.size() >> 8);
+  out += header;
+  out.append(reinterpret_cast<const char*>(c.data_ptr<float>()), static_cast<size_t>(c.numel()) * sizeof(float));
+  return out;
+}
+
+std::string tsv_bytes(const torch::Tensor& v) {
+  const auto c = v.to(torch::kCPU, torch::kFloat32).contiguous();
+  const float* p = c.data_ptr<float>();
+  std::string out;
+  char buf[32];
+  for (int64_t r = 0; r < c.size(0); ++r) {
+    for (int64_t j = 0; j < c.size(1); ++j) {
+      std::snprintf(buf, sizeof buf, "%s%.9g", j ? "\t" : "", static_cast<double>(p[r * c.size(1) + j]));
+      out += buf;
+    }
+    out += '\n';
+  }
+  return out;
+}
+
+fs::path metadata_tsv(const fs::path& out) {
+  fs::path m = out;
+  m.replace_extension(".metadata.tsv");
+  return m;
+}
+
+std::string head_of(const fs::path& path, size_t n) {
+  std::ifstream in(path, std::ios::binary);
+  std::string s(n, '\0');
+  in.read(s.data(), static_cast<std::streamsize>(n));
+  s.resize(static_cast<size_t>(in.gcount()));
+  return s;
+}
+
+}  // namespace
+
+bool is_embedding_file(const fs::path& path) {
+  const std::string ext = path.extension().string();
+  try {
+    if (ext == ".safetensors") {
+      const auto st = checkpoint::read_safetensors(path);
+      const auto f = st.metadata.find("format");
+      return f != st.metadata.end() && f->second == "lmtrain-embed";
+    }
+    if (ext == ".npy") {
+      const std::string h = head_of(path, 128);
+      return h.rfind("\x93NUMPY", 0) == 0 && h.find("'descr': '<f4'") != std::string::npos &&
+             h.find("'fortran_order': False") != std::string::npos;
+    }
+    if (ext == ".tsv") {
+      std::ifstream in(path);
+      std::string line;
+      if (!std::getline(in, line) || line.empty()) return false;
+      std::istringstream fields(line);
+      std::string field;
+      while (std::getline(fields, field, '\t')) {
+        char* end = nullptr;
+        std::strtod(field.c_str(), &end);
+        if (field.empty() || *end != '\0') return false;
+      }
+      return true;
+    }
+  } catch (const std::exception&) {
+    return false;
+  }
+  return false;
+}
+
+void check_embedding_output(const fs::path& out) {
+  const std::string ext = out.extension().string();
+  if (ext != ".safetensors" && ext != ".npy" && ext != ".tsv") {
+    throw ConfigError("[embed] --out: expected a name ending in .safetensors, .npy or .tsv, got '" + out.string() + "'");
+  }
+  for (const auto& p : ext == ".tsv" ? std::vector<fs::path>{out, metadata_tsv(out)} : std::vector<fs::path>{out}) {
+    // a metadata.tsv beside an embedding .tsv is ours; without one it may be anybody's
+    const bool ours = p == out ? is_embedding_file(p) : fs::exists(out) && is_embedding_file(out);
+    if (fs::exists(p) && !ours) {
+      throw ConfigError("[embed] --out: '" + p.string() +
+                        "' exists and is not an embedding file written by lmtrain embed: not overwritten. Hint: choose "
+                        "another name or remove it.");
+    }
+  }
+}
+
+void write_embeddings(const fs::path& out, const torch::Tensor& vectors, const std::vector<std::string>& texts,
+                      std::map<std::string, std::string> metadata) {
+  check_embedding_output(out);
+  const std::string ext = out.extension().string();
+  if (ext == ".safetensors") {
+    metadata["format"] = "lmtrain-embed";
+    checkpoint::SafeTensors st;
+    st.tensors.emplace_back("embeddings", vectors.to(torch::kCPU, torch::kFloat32).contiguous());
+    st.metadata = std::move(metadata);
+    util::atomic_write_file(out, checkpoint::safetensors_bytes(st));
+  } else if (ext == ".npy") {
+    util::atomic_write_file(out, npy_bytes(vectors));
+  } else {
+    std::string names;
+    for (auto t : texts) {
+      std::replace(t.begin(), t.end(), '\t', ' ');
+      names += t + "\n";
+    }
+    util::atomic_write_file(out, tsv_bytes(vectors));
+    util::atomic_write_file(metadata_tsv(out), names);
+  }
+}
+
+std::vector<std::pair<int64_t, double>> nearest_lines(const torch::Tensor& vectors, const torch::Tensor& query, int k) {
+  const int64_t N = vectors.size(0);
+  if (k < 1 || k > N) throw ConfigError("[embed] -k: expected 1.." + std::to_string(N) + " (the lines), got " + std::to_string(k));
+  auto v = vectors.to(torch::kFloat64);
+  auto q = query.to(torch::kFloat64);
+  auto cos = v.matmul(q) / (v.norm(2, 1) * q.norm()).clamp_min(1e-300);  // (N)
+  auto top = cos.topk(k);
+  std::vector<std::pair<int64_t, double>> out;
+  for (int64_t i = 0; i < k; ++i) {
+    out.emplace_back(std::get<1>(top)[i].item<int64_t>(), std::get<0>(top)[i].item<double>());
+  }
+  return out;
+}
+
+fs::path cache_path(const fs::path& lines) { return fs::path(lines.string() + ".embed-cache.safetensors"); }
+
+}  // namespace lm::inspect
