@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# What a checkpoint's sentence vectors are worth (a benchmark, not a test; docs/inspect.md "lmtrain embed",
-# figures in docs/BENCHMARKS.md "Sentence vectors: the half-verse retrieval check").
+# What a checkpoint's sentence vectors are worth (a benchmark, not a test). The command: docs/inspect.md
+# "`lmtrain embed`: sentence vectors, and what they are worth"; the figures: docs/BENCHMARKS.md
+# "Sentence vectors: the half-verse retrieval check".
 # kjv (default): the first N validation verses of data/kjv/val.txt with at least 8 words. Each verse's first
 #   half (by words) is a query and its second half the document; the right document must be found among all N.
 # ko: the Korean Debian FAQ's questions ("1.1. ...?" lines) against the paragraph that follows each, taken from

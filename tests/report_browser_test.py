@@ -253,9 +253,22 @@ def main():
     check(">%s<" % str(float("%.4g" % forgetting["new"]["after"])) in dom, "forgetting table shows forgetting.json's values")
 
     base_html = os.path.join(tmp, "base.html")
-    run([lm, "report", os.path.join(tmp, "base"), "-o", base_html, "--points", "30", "--neighbours", "4"])
-    check_report(exe, tmp, base_html, os.path.join(tmp, "base"),
-                 {"points": 30, "resumes": 1, "neighbours": 4, "param_rows": n_param_rows})
+    texts = ["the river runs to the sea", "the sea is wide"]
+    context = ["--context-piece", "the"] + [a for t in texts for a in ("--context-text", t)]
+    run([lm, "report", os.path.join(tmp, "base"), "-o", base_html, "--points", "30", "--neighbours", "4"] + context)
+    dom = check_report(exe, tmp, base_html, os.path.join(tmp, "base"),
+                       {"points": 30, "resumes": 1, "neighbours": 4, "param_rows": n_param_rows})
+    context_json = os.path.join(tmp, "context.json")
+    run([lm, "inspect", "context", "--checkpoint", os.path.join(tmp, "base"), "--piece", "the", "--json", context_json]
+        + [a for t in texts for a in ("--text", t)])
+    want = json.load(open(context_json))["pieces"][0]
+    check(table_rows(dom, 'id="context-cosine"') == len(want["pairs"]),
+          "context cosine table: %d rows = inspect context's pairs" % len(want["pairs"]))
+    lens_rows = len(want["occurrences"]) * len(want["depths"])
+    check(table_rows(dom, 'id="context-lens"') == lens_rows, "logit-lens table: %d rows (occurrences x depths)" % lens_rows)
+    curves = re.findall(r'<g class="series-group" data-name="text \d+ @\d+ ~ text \d+ @\d+" data-samples="(\d+)"', dom)
+    check(len(curves) == min(len(want["pairs"]), 6) and all(int(c) == len(want["depths"]) for c in curves),
+          "cosine-by-depth chart: %d curves of %d depths" % (len(curves), len(want["depths"])))
 
     shot = os.path.join(tmp, "report.png")
     browser(exe, "file://" + html, tmp, ["--window-size=1200,2400", "--screenshot=" + shot])

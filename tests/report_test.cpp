@@ -137,7 +137,8 @@ TEST(Report, OnePageFromARealRunThatNothingCanBreakOrClobber) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
 
   // a prompt that would end the data element if it were not escaped
-  r = run_lmtrain("report " + (dir / "run").string() + " --points 50 --neighbours 3 --prompt 'The river </script><b>x'");
+  r = run_lmtrain("report " + (dir / "run").string() + " --points 50 --neighbours 3 --prompt 'The river </script><b>x'" +
+                  " --context-text 'the river runs to the sea' --context-text 'the sea is wide' --context-piece the");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("file://"), std::string::npos) << r.output;
   const std::string page = slurp(dir / "run" / "report.html");
@@ -154,6 +155,11 @@ TEST(Report, OnePageFromARealRunThatNothingCanBreakOrClobber) {
   EXPECT_GT(data["curves"]["wall_s"].get<double>(), 0.0);
   EXPECT_EQ(data["positions"]["cos"].size(), 16u) << "T = 16 positions";
   EXPECT_TRUE(data["drift"].is_null()) << "not a fine-tune, no --compare";
+  EXPECT_EQ(data["context"]["piece"], "\xE2\x96\x81the");
+  ASSERT_GE(data["context"]["pairs"].size(), 1u);
+  EXPECT_EQ(data["context"]["pairs"][0]["cosine"][0].get<double>(), 1.0) << "the same row";
+  EXPECT_EQ(data["context"]["depths"].size(), 5u) << "input row, input, 2 blocks, final";
+  EXPECT_EQ(data["context"]["occurrences"][0]["lens"].size(), 5u);
 
   // a checkpoint named with a trailing slash (tab completion) is still read as part of its run
   fs::remove(dir / "run" / "report.html");
@@ -176,6 +182,9 @@ TEST(Report, OnePageFromARealRunThatNothingCanBreakOrClobber) {
   EXPECT_EQ(r.exit_code, 4) << r.output;
   r = run_lmtrain("report " + (dir / "run").string() + " --points 1");
   EXPECT_EQ(r.exit_code, 2) << r.output;
+  r = run_lmtrain("report " + (dir / "run").string() + " --context-text 'the river'");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--context-text: expected two or more"), std::string::npos) << r.output;
 
   // --compare: another checkpoint of the same run works, another tokenizer is refused
   r = run_lmtrain("report " + (dir / "run").string() + " --compare " + (dir / "run" / "step_00000002").string());
