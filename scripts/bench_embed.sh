@@ -28,8 +28,8 @@ while [ $# -gt 0 ]; do
 done
 bash scripts/setup.sh lmtrain >/dev/null
 out=${BENCH_OUT:-build/bench-embed-$corpus}
-rm -rf "$out"
 mkdir -p "$out"
+rm -f "$out"/queries.txt "$out"/documents.txt "$out"/*.npy "$out"/*.log
 case "$corpus" in
   kjv)
     ckpt=${ckpt:-runs/kjv-small}

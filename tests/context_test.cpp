@@ -177,6 +177,16 @@ TEST(Embed, PoolsMatchPythonAreDeterministicAndWriteEveryFormat) {
   EXPECT_EQ(std::count(tsv.begin(), tsv.end(), '\n'), 2);
   EXPECT_EQ(std::count(tsv.begin(), tsv.begin() + static_cast<std::ptrdiff_t>(tsv.find('\n')), '\t'), 31);
   EXPECT_EQ(slurp(dir / "p.metadata.tsv"), "the river\nthe sea\n");
+  r = run_lmtrain("embed" + ck + " --text \"$(printf 'the\\nriver')\" --text 'the sea' --out " + (dir / "p.tsv").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(slurp(dir / "p.metadata.tsv"), "the river\nthe sea\n") << "one line per vector";
+
+  // a query that reads the cache still records the lines it cut
+  for (int run = 0; run < 2; ++run) {
+    r = run_lmtrain("embed" + ck + " --file " + lines.string() + " --query 'the lamp' -k 1 --out " + a.string());
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(checkpoint::read_safetensors(a).metadata.at("cut"), std::to_string(cut)) << "run " << run << "\n" << r.output;
+  }
 }
 
 TEST(Embed, TheQueryCacheIsReusedAndInvalidatedAndBadInputIsRefused) {
@@ -207,6 +217,13 @@ TEST(Embed, TheQueryCacheIsReusedAndInvalidatedAndBadInputIsRefused) {
   std::ofstream(bad) << "good\n\xff\xfe bad\n";
   std::ofstream(blank) << "one\n\ntwo\n";
   std::ofstream(keep) << "a good file";
+  // files that look a little like ours: a 1-D float32 .npy, a .tsv with a line of words, someone's metadata.tsv
+  const fs::path vec1d = dir / "v1d.npy", scores = dir / "scores.tsv", mine = dir / "mine.tsv";
+  std::ofstream(vec1d) << "\x93NUMPY\x01" << '\0' << "v\0{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }\n";
+  std::ofstream(scores) << "1\t2\t3\nname\tfoo\n";
+  std::ofstream(mine) << "1\t2\n";
+  std::ofstream(dir / "mine.metadata.tsv") << "precious\nother\nfile\n";
+  const std::string vec1d_bytes = slurp(vec1d);
   const std::string out = " --out " + (dir / "v.npy").string();
   struct Bad {
     std::string args;
@@ -224,13 +241,25 @@ TEST(Embed, TheQueryCacheIsReusedAndInvalidatedAndBadInputIsRefused) {
            {" --file " + lines.string() + " --out " + (dir / "v.bin").string(), 2, ".safetensors, .npy or .tsv"},
            {" --file " + lines.string() + " --query 'the' -k 9", 2, "-k: expected 1..5"},
            {" --text 'the river' --query 'the'", 2, "expected --file"},
+           {" --file " + lines.string() + " --query ''", 2, "--query: expected text"},
+           {" --file " + lines.string() + " --from-input --pool last" + out, 2, "--from-input: expected no --layer or --pool"},
+           {" --file " + lines.string() + " --out " + (dir / "no" / "such" / "v.npy").string(), 2, "existing directory"},
+           {" --file " + lines.string() + " --out " + vec1d.string(), 2, "not overwritten"},
+           {" --file " + lines.string() + " --out " + scores.string(), 2, "not overwritten"},
+           {" --file " + lines.string() + " --out " + mine.string(), 2, "mine.metadata.tsv"},
            {out, 2, "exactly one of --file or --text"}}) {
     r = run_lmtrain("embed" + ck + args);
     EXPECT_EQ(r.exit_code, code) << args << "\n" << r.output;
     EXPECT_NE(r.output.find(says), std::string::npos) << args << "\n" << r.output;
   }
   EXPECT_EQ(slurp(keep), "a good file");
+  EXPECT_EQ(slurp(vec1d), vec1d_bytes);
+  EXPECT_EQ(slurp(scores), "1\t2\t3\nname\tfoo\n");
+  EXPECT_EQ(slurp(dir / "mine.metadata.tsv"), "precious\nother\nfile\n");
   EXPECT_FALSE(fs::exists(dir / "v.npy"));
+  r = run_lmtrain("inspect context" + ck + " --text 'the sea' --text 'the river' --json " + (dir / "no" / "x.json").string());
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_EQ(r.output.find("cosine between"), std::string::npos) << "refused before anything is printed\n" << r.output;
 }
 
 }  // namespace lm::test

@@ -6,11 +6,13 @@
 
 #include <cstdio>
 #include <iostream>
+#include <string>
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/safetensors.h"
 #include "cli/commands.h"
 #include "inspect/embed.h"
+#include "sample/sampler.h"
 #include "util/errors.h"
 #include "util/hash.h"
 #include "util/text.h"
@@ -25,13 +27,16 @@ struct EmbedOpts {
   std::vector<std::string> texts;
   int layer = -1, k = 5;
   int64_t batch = 32;
-  bool from_input = false;
+  bool from_input = false, query_given = false, pool_given = false;
 };
 
-// A live "embedded 320/1000 lines" on a terminal; nothing otherwise.
+// A live "[embed] [#########.....................] 320/1000 lines" on a terminal; nothing otherwise.
 void show_progress(size_t done, size_t total) {
   if (!isatty(STDERR_FILENO)) return;
-  std::fprintf(stderr, "\r[embed] %zu/%zu lines", done, total);
+  constexpr size_t kWidth = 30;
+  const size_t filled = total == 0 ? kWidth : kWidth * done / total;
+  std::fprintf(stderr, "\r[embed] [%s%s] %zu/%zu lines", std::string(filled, '#').c_str(),
+               std::string(kWidth - filled, '.').c_str(), done, total);
   if (done == total) std::fprintf(stderr, "\n");
   std::fflush(stderr);
 }
@@ -40,7 +45,7 @@ void show_progress(size_t done, size_t total) {
 // written is reported and skipped: the search still runs).
 torch::Tensor cached_vectors(model::GptImpl& model, const tokenizer::Tokenizer& tok, const std::vector<std::string>& lines,
                              const inspect::EmbedOptions& eo, const fs::path& file, const std::string& key,
-                             std::map<std::string, std::string> metadata, int64_t& cut) {
+                             std::map<std::string, std::string> metadata) {
   const fs::path cache = inspect::cache_path(file);
   if (fs::exists(cache)) {
     try {
@@ -57,10 +62,9 @@ torch::Tensor cached_vectors(model::GptImpl& model, const tokenizer::Tokenizer& 
     }
   }
   auto e = inspect::embed_texts(model, tok, lines, eo, show_progress);
-  cut = e.cut;
   metadata["key"] = key;
   try {
-    inspect::write_embeddings(cache, e.vectors, lines, metadata);
+    inspect::write_embeddings(cache, e.vectors, lines, metadata, "the cache");
     spdlog::info("[embed] cached the vectors of {} lines in {}", lines.size(), cache.string());
   } catch (const Error& err) {
     spdlog::warn("[embed] the vectors were not cached: {}", err.what());
@@ -68,17 +72,39 @@ torch::Tensor cached_vectors(model::GptImpl& model, const tokenizer::Tokenizer& 
   return e.vectors;
 }
 
-void run_embed(const EmbedOpts& o) {
+// The --query's hits among the lines, best first.
+void print_hits(const std::vector<std::pair<int64_t, double>>& hits, const std::vector<std::string>& lines, const EmbedOpts& o,
+                const std::string& options) {
+  std::cout << "nearest lines of " << o.file << " to \"" << o.query << "\" (" << options << ", cosine):\n";
+  char buf[64];
+  for (size_t i = 0; i < hits.size(); ++i) {
+    std::snprintf(buf, sizeof buf, "%3zu  %.4f  line %-6lld  ", i + 1, hits[i].second, static_cast<long long>(hits[i].first + 1));
+    std::cout << buf << lines[static_cast<size_t>(hits[i].first)] << "\n";
+  }
+}
+
+// Every flag that can be checked before the checkpoint is read.
+inspect::EmbedOptions check_flags(const EmbedOpts& o) {
   if (o.file.empty() == o.texts.empty()) throw ConfigError("[embed] expected exactly one of --file or --text");
-  if (o.out.empty() && o.query.empty()) throw ConfigError("[embed] expected --out (write the vectors) or --query (search them), or both");
-  if (!o.query.empty() && o.file.empty()) throw ConfigError("[embed] --query searches the lines of --file: expected --file");
+  if (o.out.empty() && !o.query_given) throw ConfigError("[embed] expected --out (write the vectors) or --query (search them), or both");
+  if (o.query_given && o.file.empty()) throw ConfigError("[embed] --query searches the lines of --file: expected --file");
+  if (o.query_given && o.query.find_first_not_of(" \t") == std::string::npos) {
+    throw ConfigError("[embed] --query: expected text to search for, got a blank one");
+  }
   inspect::EmbedOptions eo;
   eo.pool = inspect::parse_pool(o.pool);
   eo.layer = o.layer;
   eo.from_input = o.from_input;
   eo.batch = o.batch;
-  if (eo.from_input && eo.layer != -1) throw ConfigError("[embed] --layer and --from-input: expected one of them (the input rows have no layer)");
+  if (eo.from_input && (eo.layer != -1 || o.pool_given)) {
+    throw ConfigError("[embed] --from-input: expected no --layer or --pool with it (it is the mean of the raw input rows)");
+  }
   if (!o.out.empty()) inspect::check_embedding_output(o.out);
+  return eo;
+}
+
+void run_embed(const EmbedOpts& o) {
+  const inspect::EmbedOptions eo = check_flags(o);
   auto ck = checkpoint::load_checkpoint(o.checkpoint);
   tokenizer::Tokenizer tok(ck.tokenizer_model);
   const int64_t L = ck.arch.n_layers;
@@ -100,42 +126,37 @@ void run_embed(const EmbedOpts& o) {
     lines = o.texts;
     lines_sha = util::sha256_hex(joined);
   }
-  const std::string model_sha = util::sha256_file(ck.dir / "model.safetensors");
-  const std::string options = inspect::describe(eo);
-  std::map<std::string, std::string> metadata = {{"lines_sha256", lines_sha},
-                                                 {"checkpoint", ck.dir.string()},
-                                                 {"checkpoint_step", std::to_string(ck.state.step)},
-                                                 {"model_sha256", model_sha},
-                                                 {"options", options},
-                                                 {"count", std::to_string(lines.size())}};
-  const std::string key = util::sha256_hex(lines_sha + "\n" + model_sha + "\n" + options);
-  int64_t cut = 0;
-  torch::Tensor vectors;
-  if (!o.query.empty()) {
-    vectors = cached_vectors(*ck.model, tok, lines, eo, o.file, key, metadata, cut);
-  } else {
-    auto e = inspect::embed_texts(*ck.model, tok, lines, eo, show_progress);
-    vectors = e.vectors;
-    cut = e.cut;
+  if (o.query_given && (o.k < 1 || o.k > static_cast<int>(lines.size()))) {
+    throw ConfigError("[embed] -k: expected 1.." + std::to_string(lines.size()) + " (the lines), got " + std::to_string(o.k));
   }
-  if (cut > 0) {
-    spdlog::info("[embed] {} of {} lines were longer than the context and were cut to their first {} pieces", cut,
+  const auto check = inspect::check_lines(tok, lines, ck.arch.max_seq_len);  // before any forward pass
+  if (o.query_given && sample::prompt_context(tok, o.query).size() < 2) {
+    throw ConfigError("[embed] --query: expected text, got one that encodes to no pieces. Hint: use words the tokenizer knows.");
+  }
+  if (check.unknown_lines > 0) {
+    spdlog::warn("[embed] {} of {} lines hold characters the tokenizer does not know ({}): they read as the unknown piece "
+                 "<unk> (id {})", check.unknown_lines, lines.size(), util::join(check.unknown_characters, " "), tok.unk_id());
+  }
+  if (check.cut > 0) {
+    spdlog::info("[embed] {} of {} lines were longer than the context and were cut to their first {} pieces", check.cut,
                  lines.size(), ck.arch.max_seq_len - 1);
   }
+  const std::string model_sha = util::sha256_file(ck.dir / "model.safetensors");
+  const std::string options = inspect::describe(eo);
+  std::map<std::string, std::string> metadata = {
+      {"lines_sha256", lines_sha},  {"checkpoint", ck.dir.string()}, {"checkpoint_step", std::to_string(ck.state.step)},
+      {"model_sha256", model_sha}, {"options", options},            {"count", std::to_string(lines.size())},
+      {"cut", std::to_string(check.cut)}};
+  const std::string key = util::sha256_hex(lines_sha + "\n" + model_sha + "\n" + options);
+  const torch::Tensor vectors = o.query_given ? cached_vectors(*ck.model, tok, lines, eo, o.file, key, metadata)
+                                              : inspect::embed_texts(*ck.model, tok, lines, eo, show_progress).vectors;
   if (!o.out.empty()) {
-    metadata["cut"] = std::to_string(cut);
     inspect::write_embeddings(o.out, vectors, lines, metadata);
     std::cout << "wrote " << vectors.size(0) << " vectors of " << vectors.size(1) << " (" << options << ") to " << o.out << "\n";
   }
-  if (!o.query.empty()) {
+  if (o.query_given) {
     const auto q = inspect::embed_texts(*ck.model, tok, {o.query}, eo);
-    const auto hits = inspect::nearest_lines(vectors, q.vectors[0], o.k);
-    std::cout << "nearest lines of " << o.file << " to \"" << o.query << "\" (" << options << ", cosine):\n";
-    char buf[64];
-    for (size_t i = 0; i < hits.size(); ++i) {
-      std::snprintf(buf, sizeof buf, "%3zu  %.4f  line %-6lld  ", i + 1, hits[i].second, static_cast<long long>(hits[i].first + 1));
-      std::cout << buf << lines[static_cast<size_t>(hits[i].first)] << "\n";
-    }
+    print_hits(inspect::nearest_lines(vectors, q.vectors[0], o.k), lines, o, options);
   }
 }
 
@@ -149,13 +170,17 @@ void add_embed_commands(CLI::App& app) {
   cmd->add_option("--file", o->file, "UTF-8 text file, one text per line");
   cmd->add_option("--text", o->texts, "a text to embed (repeatable; instead of --file)");
   cmd->add_option("--out", o->out, "vectors to write: .safetensors, .npy or .tsv (+ .metadata.tsv for the Embedding Projector)");
-  cmd->add_option("--pool", o->pool, "mean | weighted (later pieces weigh more) | last (the last piece's state)")->capture_default_str();
+  auto* pool = cmd->add_option("--pool", o->pool, "mean | weighted (later pieces weigh more) | last (the last piece's state)")->capture_default_str();
   cmd->add_option("--layer", o->layer, "hidden states after this many blocks (0 = the input vectors; default: the final ones, after ln_f)");
   cmd->add_flag("--from-input", o->from_input, "the mean of the raw input rows instead: a bag of token embeddings, no context");
   cmd->add_option("--batch", o->batch, "lines per forward pass")->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
-  cmd->add_option("--query", o->query, "text to search --file's lines for (nearest by cosine; vectors cached beside the file)");
+  auto* query = cmd->add_option("--query", o->query, "text to search --file's lines for (nearest by cosine; vectors cached beside the file)");
   cmd->add_option("-k", o->k, "lines --query lists")->capture_default_str();
-  cmd->callback([o] { run_embed(*o); });
+  cmd->callback([o, pool, query] {
+    o->pool_given = pool->count() > 0;
+    o->query_given = query->count() > 0;
+    run_embed(*o);
+  });
 }
 
 }  // namespace lm::cli

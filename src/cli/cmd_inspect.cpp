@@ -138,6 +138,7 @@ void print_context(const ContextOpts& o) {
     throw ConfigError("[inspect] context: expected at least two --text (or one with a --piece that occurs twice in it), got " +
                       std::to_string(o.texts.size()));
   }
+  if (!o.json.empty()) util::check_output_directory(o.json, "inspect", "--json");
   auto ck = checkpoint::load_checkpoint(o.checkpoint);
   tokenizer::Tokenizer tok(ck.tokenizer_model);
   for (size_t i = 0; i < o.texts.size(); ++i) warn_unknown_characters(tok, o.texts[i], "--text " + std::to_string(i + 1));

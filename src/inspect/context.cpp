@@ -11,16 +11,16 @@
 namespace lm::inspect {
 
 std::vector<std::vector<int32_t>> context_ids(const model::GptImpl& model, const tokenizer::Tokenizer& tok,
-                                              const std::vector<std::string>& texts) {
+                                              const std::vector<std::string>& texts, const std::string& flag) {
   const int64_t T = model.config().max_seq_len;
   std::vector<std::vector<int32_t>> out;
   for (size_t i = 0; i < texts.size(); ++i) {
     auto ids = sample::prompt_context(tok, texts[i]);
     const int64_t n = static_cast<int64_t>(ids.size()) - 1;
     if (n < 1 || n > T - 1) {
-      throw ConfigError("[inspect] context: --text " + std::to_string(i + 1) + ": expected 1.." + std::to_string(T - 1) +
+      throw ConfigError("[inspect] context: " + flag + " " + std::to_string(i + 1) + ": expected 1.." + std::to_string(T - 1) +
                         " pieces (max_seq_len " + std::to_string(T) + ", after the implied line start), got " +
-                        std::to_string(n) + ". Hint: shorten the text.");
+                        std::to_string(n) + (n < 1 ? ". Hint: give a text with words in it." : ". Hint: shorten the text."));
     }
     out.push_back(std::move(ids));
   }

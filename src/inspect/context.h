@@ -40,10 +40,10 @@ struct ContextReport {
   std::vector<std::vector<double>> cosines;
 };
 
-/// The texts' ids as the model reads them: the implied line start, then the pieces. Throws ConfigError when
-/// a text is empty or longer than max_seq_len - 1 pieces.
+/// The texts' ids as the model reads them: the implied line start, then the pieces. Throws ConfigError,
+/// naming the text as `flag` and its number, when one has no piece or more than max_seq_len - 1.
 std::vector<std::vector<int32_t>> context_ids(const model::GptImpl& model, const tokenizer::Tokenizer& tok,
-                                              const std::vector<std::string>& texts);
+                                              const std::vector<std::string>& texts, const std::string& flag = "--text");
 
 /// The pieces that occur in two or more of the texts, in order of first appearance.
 std::vector<int32_t> shared_pieces(const std::vector<std::vector<int32_t>>& ids);

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <regex>
 #include <sstream>
 
 #include "checkpoint/safetensors.h"
@@ -50,6 +51,34 @@ std::vector<std::string> read_lines(const fs::path& path) {
   return lines;
 }
 
+std::vector<int32_t> line_ids(const tokenizer::Tokenizer& tok, const std::string& text, int64_t max_seq_len, size_t line) {
+  auto ids = sample::prompt_context(tok, text);  // the implied line start, then the pieces
+  if (ids.size() < 2) {
+    throw DataError("[embed] line " + std::to_string(line) +
+                    " encodes to no pieces (only characters the tokenizer drops, such as zero-width spaces): expected "
+                    "text. Hint: remove the line.");
+  }
+  if (static_cast<int64_t>(ids.size()) > max_seq_len) ids.resize(static_cast<size_t>(max_seq_len));
+  return ids;
+}
+
+LineCheck check_lines(const tokenizer::Tokenizer& tok, const std::vector<std::string>& texts, int64_t max_seq_len) {
+  LineCheck c;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    if (static_cast<int64_t>(line_ids(tok, texts[i], max_seq_len + 1, i + 1).size()) > max_seq_len) ++c.cut;
+    const auto unknown = tok.unknown_characters(texts[i]);
+    if (unknown.empty()) continue;
+    ++c.unknown_lines;
+    for (const auto& u : unknown) {
+      if (c.unknown_characters.size() < 10 &&
+          std::find(c.unknown_characters.begin(), c.unknown_characters.end(), u) == c.unknown_characters.end()) {
+        c.unknown_characters.push_back(u);
+      }
+    }
+  }
+  return c;
+}
+
 Embedded embed_texts(model::GptImpl& model, const tokenizer::Tokenizer& tok, const std::vector<std::string>& texts,
                      const EmbedOptions& o, const std::function<void(size_t, size_t)>& progress) {
   const int64_t L = static_cast<int64_t>(model.blocks->size()), T = model.config().max_seq_len;
@@ -70,10 +99,7 @@ Embedded embed_texts(model::GptImpl& model, const tokenizer::Tokenizer& tok, con
     std::vector<std::vector<int32_t>> ids(n);
     int64_t longest = 0;
     for (size_t i = 0; i < n; ++i) {
-      ids[i] = sample::prompt_context(tok, texts[from + i]);  // the implied line start, then the pieces
-      if (ids[i].size() < 2) {
-        throw DataError("[embed] text " + std::to_string(from + i + 1) + " encodes to no pieces: expected text");
-      }
+      ids[i] = line_ids(tok, texts[from + i], T + 1, from + i + 1);
       if (static_cast<int64_t>(ids[i].size()) > T) {
         ids[i].resize(static_cast<size_t>(T));
         ++out.cut;
@@ -165,6 +191,32 @@ std::string head_of(const fs::path& path, size_t n) {
   return s;
 }
 
+// The rows of a TSV of numbers, each with the same count of fields; 0 for anything else.
+int64_t tsv_rows(const fs::path& path) {
+  std::ifstream in(path);
+  int64_t rows = 0;
+  size_t width = 0;
+  for (std::string line; std::getline(in, line); ++rows) {
+    std::istringstream fields(line);
+    size_t n = 0;
+    for (std::string field; std::getline(fields, field, '\t'); ++n) {
+      char* end = nullptr;
+      std::strtod(field.c_str(), &end);
+      if (field.empty() || *end != '\0') return 0;
+    }
+    if (n == 0 || (rows > 0 && n != width)) return 0;
+    width = n;
+  }
+  return rows;
+}
+
+int64_t count_lines(const fs::path& path) {
+  std::ifstream in(path);
+  int64_t n = 0;
+  for (std::string line; std::getline(in, line);) ++n;
+  return n;
+}
+
 }  // namespace
 
 bool is_embedding_file(const fs::path& path) {
@@ -175,40 +227,29 @@ bool is_embedding_file(const fs::path& path) {
       const auto f = st.metadata.find("format");
       return f != st.metadata.end() && f->second == "lmtrain-embed";
     }
-    if (ext == ".npy") {
+    if (ext == ".npy") {  // the header npy_bytes writes: float32, C order, two dimensions
       const std::string h = head_of(path, 128);
       return h.rfind("\x93NUMPY", 0) == 0 && h.find("'descr': '<f4'") != std::string::npos &&
-             h.find("'fortran_order': False") != std::string::npos;
+             h.find("'fortran_order': False") != std::string::npos && std::regex_search(h, std::regex("'shape': \\(\\d+, \\d+\\)"));
     }
-    if (ext == ".tsv") {
-      std::ifstream in(path);
-      std::string line;
-      if (!std::getline(in, line) || line.empty()) return false;
-      std::istringstream fields(line);
-      std::string field;
-      while (std::getline(fields, field, '\t')) {
-        char* end = nullptr;
-        std::strtod(field.c_str(), &end);
-        if (field.empty() || *end != '\0') return false;
-      }
-      return true;
-    }
+    if (ext == ".tsv") return tsv_rows(path) > 0;
   } catch (const std::exception&) {
     return false;
   }
   return false;
 }
 
-void check_embedding_output(const fs::path& out) {
+void check_embedding_output(const fs::path& out, const std::string& role) {
   const std::string ext = out.extension().string();
   if (ext != ".safetensors" && ext != ".npy" && ext != ".tsv") {
-    throw ConfigError("[embed] --out: expected a name ending in .safetensors, .npy or .tsv, got '" + out.string() + "'");
+    throw ConfigError("[embed] " + role + ": expected a name ending in .safetensors, .npy or .tsv, got '" + out.string() + "'");
   }
+  util::check_output_directory(out, "embed", role);
   for (const auto& p : ext == ".tsv" ? std::vector<fs::path>{out, metadata_tsv(out)} : std::vector<fs::path>{out}) {
-    // a metadata.tsv beside an embedding .tsv is ours; without one it may be anybody's
-    const bool ours = p == out ? is_embedding_file(p) : fs::exists(out) && is_embedding_file(out);
+    // a metadata.tsv is ours when an embedding .tsv with as many rows is beside it
+    const bool ours = p == out ? is_embedding_file(p) : tsv_rows(out) > 0 && tsv_rows(out) == count_lines(p);
     if (fs::exists(p) && !ours) {
-      throw ConfigError("[embed] --out: '" + p.string() +
+      throw ConfigError("[embed] " + role + ": '" + p.string() +
                         "' exists and is not an embedding file written by lmtrain embed: not overwritten. Hint: choose "
                         "another name or remove it.");
     }
@@ -216,8 +257,8 @@ void check_embedding_output(const fs::path& out) {
 }
 
 void write_embeddings(const fs::path& out, const torch::Tensor& vectors, const std::vector<std::string>& texts,
-                      std::map<std::string, std::string> metadata) {
-  check_embedding_output(out);
+                      std::map<std::string, std::string> metadata, const std::string& role) {
+  check_embedding_output(out, role);
   const std::string ext = out.extension().string();
   if (ext == ".safetensors") {
     metadata["format"] = "lmtrain-embed";
@@ -229,8 +270,10 @@ void write_embeddings(const fs::path& out, const torch::Tensor& vectors, const s
     util::atomic_write_file(out, npy_bytes(vectors));
   } else {
     std::string names;
-    for (auto t : texts) {
-      std::replace(t.begin(), t.end(), '\t', ' ');
+    for (auto t : texts) {  // one line per vector: tabs and line breaks inside a text become spaces
+      for (char& c : t) {
+        if (c == '\t' || c == '\n' || c == '\r') c = ' ';
+      }
       names += t + "\n";
     }
     util::atomic_write_file(out, tsv_bytes(vectors));

@@ -34,10 +34,7 @@ fs::path default_output(const Sources& s) {
 
 // The report overwrites an earlier report, never anything else.
 void check_output(const fs::path& out) {
-  if (!out.parent_path().empty() && !fs::is_directory(out.parent_path())) {
-    throw ConfigError("[report] -o: expected a file in an existing directory, got '" + out.string() + "' (no directory '" +
-                      out.parent_path().string() + "')");
-  }
+  util::check_output_directory(out, "report", "-o");
   if (!fs::exists(out)) return;
   std::string head(4096, '\0');
   std::ifstream in(out, std::ios::binary);

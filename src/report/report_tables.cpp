@@ -157,7 +157,7 @@ nlohmann::json probs_section(const Sources& s, const std::string& prompt, int to
 
 nlohmann::json context_section(const Sources& s, const std::vector<std::string>& texts, const std::string& piece, int top_k) {
   auto& model = *s.ck.model.ptr();
-  const auto ids = inspect::context_ids(model, *s.tok, texts);
+  const auto ids = inspect::context_ids(model, *s.tok, texts, "--context-text");
   const int32_t id = inspect::context_pieces(*s.tok, ids, piece).front();
   auto out = inspect::context_json(inspect::context_report(model, *s.tok, ids, id, top_k, 5), false);
   out["texts"] = texts;

@@ -82,6 +82,12 @@ std::string temp_suffix() {
   return "tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
 }
 
+void check_output_directory(const fs::path& out, std::string_view component, std::string_view flag) {
+  if (out.parent_path().empty() || fs::is_directory(out.parent_path())) return;
+  throw ConfigError("[" + std::string(component) + "] " + std::string(flag) + ": expected a file in an existing directory, got '" +
+                    out.string() + "' (no directory '" + out.parent_path().string() + "'). Hint: create it first.");
+}
+
 void atomic_write_file(const fs::path& path, std::string_view bytes) {
   fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
   fs::path tmp = dir / (path.filename().string() + "." + temp_suffix());

@@ -36,6 +36,10 @@ void write_file_synced(const fs::path& path, std::string_view bytes);
 /// fsyncs a directory so that renames and creations inside it are durable. Throws SaveError.
 void fsync_dir(const fs::path& dir);
 
+/// Throws ConfigError "[component] flag: expected a file in an existing directory, got ..." unless the
+/// directory `out` would be written in exists: checked before the work whose result it will hold.
+void check_output_directory(const fs::path& out, std::string_view component, std::string_view flag);
+
 /// A unique suffix ("tmp-<pid>-<counter>") for temporary siblings of files and directories.
 std::string temp_suffix();
 

@@ -438,14 +438,14 @@
     const place = (o) => `text ${o.text + 1} @${o.position}`;
     const sec = section('context', 'Context', `The piece "${X.piece}" in ${X.occurrences.length} places, through the model ` +
       '(as lmtrain inspect context). The input row is the same row for the same id (cosine 1); positions and the blocks ' +
-      'make each occurrence context-aware. The logit lens reads the tied head from each depth, ln_f applied first.');
+      'make each occurrence context-aware. The logit lens reads the output head from each depth, ln_f applied first.');
     sec.append(h('ul', null, ...X.occurrences.map((o) => h('li', { text: place(o) + ': ' + X.texts[o.text] }))));
     const colours = ['#1f77b4', '#d62728', '#2ca02c', '#9467bd', '#ff7f0e', '#8c564b'];
     const depth = X.depths.map((_, i) => i);
     sec.append(lineChart({ title: 'cosine between occurrences, by depth (0 = input row)', xmax: X.depths.length - 1, marks: [],
       xlabel: 'depth', xnames: X.depths,
-      series: X.pairs.slice(0, colours.length).map((p, k) => ({ name: place(X.occurrences[p.a]) + ' ~ ' + place(X.occurrences[p.b]),
-        x: depth, y: p.cosine, color: colours[k], dots: true })) }));
+      series: X.pairs.map((p, k) => ({ name: place(X.occurrences[p.a]) + ' ~ ' + place(X.occurrences[p.b]),
+        x: depth, y: p.cosine, color: colours[k % colours.length], dots: true })) }));
     sec.append(table(['pair', ...X.depths.map((d) => '#' + d)],
       X.pairs.map((p) => [place(X.occurrences[p.a]) + ' ~ ' + place(X.occurrences[p.b]), ...p.cosine.map((c) => fmt(c, 3))]),
       { id: 'context-cosine' }));
