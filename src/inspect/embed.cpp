@@ -99,11 +99,7 @@ Embedded embed_texts(model::GptImpl& model, const tokenizer::Tokenizer& tok, con
     std::vector<std::vector<int32_t>> ids(n);
     int64_t longest = 0;
     for (size_t i = 0; i < n; ++i) {
-      ids[i] = line_ids(tok, texts[from + i], T + 1, from + i + 1);
-      if (static_cast<int64_t>(ids[i].size()) > T) {
-        ids[i].resize(static_cast<size_t>(T));
-        ++out.cut;
-      }
+      ids[i] = line_ids(tok, texts[from + i], T, from + i + 1);  // check_lines counts the cut ones
       longest = std::max(longest, static_cast<int64_t>(ids[i].size()));
     }
     torch::Tensor states;  // (n,longest,C): the hidden states pooled over, unless from_input

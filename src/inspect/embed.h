@@ -51,7 +51,6 @@ LineCheck check_lines(const tokenizer::Tokenizer& tok, const std::vector<std::st
 
 struct Embedded {
   torch::Tensor vectors;  ///< (N,C) float32
-  int64_t cut = 0;        ///< lines longer than the context, cut to its first max_seq_len - 1 pieces
 };
 
 /// The vector of every text. `progress(done, total)` is called after each batch when given. Throws
