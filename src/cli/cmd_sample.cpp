@@ -72,7 +72,7 @@ struct SampleOpts {
   std::vector<std::string> stops;
   int rows = 10, threads = 1, bench_repeats = 0;
   int64_t samples = 1;
-  bool stop_eos = false, no_truncate = false, no_cache = false;
+  bool stop_eos = false, no_truncate = false, no_cache = false, show_ids = false;
   sample::GenerateOptions gen;
 };
 
@@ -141,6 +141,11 @@ void print_samples(SampleOpts& o, model::GptImpl& model, const tokenizer::Tokeni
               << ", top-p " << o.gen.top_p << ", seed " << o.gen.seed + i
               << (s.window_slides ? ", window slid " + std::to_string(s.window_slides) + "x" : "") << "):\n";
     std::cout << text << "\n";
+    if (o.show_ids) {
+      std::cout << "ids:";
+      for (int32_t id : s.ids) std::cout << " " << id;
+      std::cout << "\n";
+    }
   }
   std::fflush(stdout);
 }
@@ -208,6 +213,7 @@ void add_sample_commands(CLI::App& app) {
   cmd->add_flag("--no-truncate", o->no_truncate, "a prompt longer than max_seq_len is an error (default: keep its end)");
   cmd->add_flag("--extend-positions", o->gen.extend_positions,
                 "sinusoidal and rope models: run positions past max_seq_len instead of sliding the window");
+  cmd->add_flag("--show-ids", o->show_ids, "after each sample, print the ids it generated (the stopping </s> included)");
   cmd->add_flag("--no-cache", o->no_cache, "recompute the whole window for every token (slow; for comparison)");
   cmd->add_option("--bench", o->bench_repeats, "time --generate tokens with the cache and by full recompute, N runs each")
       ->check(CLI::Range(1, 1 << 30));

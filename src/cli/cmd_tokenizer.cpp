@@ -42,7 +42,7 @@ std::vector<int> parse_sizes(const std::string& text) {
 
 void add_train_command(CLI::App* tokcmd) {
   struct TrainOpts {
-    std::string input, model, model_type = "bpe";
+    std::string input, model, model_type = "bpe", normalization = "nfkc";
     tokenizer::TokenizerConfig cfg;
     int threads = 2;
   };
@@ -55,15 +55,19 @@ void add_train_command(CLI::App* tokcmd) {
   train->add_option("--character-coverage", t->cfg.character_coverage, "fraction of characters covered")
       ->capture_default_str()->check(CLI::Range(0.5, 1.0));
   train->add_option("--max-sentences", t->cfg.max_sentences, "lines sampled (0 = all)")->capture_default_str();
+  train->add_option("--byte-fallback", t->cfg.byte_fallback, "true: 256 byte pieces, no character is <unk>")->capture_default_str();
+  train->add_option("--normalization", t->normalization, "nfkc | identity (the text as it is, as llama.cpp)")->capture_default_str();
   train->add_option("--threads", t->threads, "trainer threads")->capture_default_str()->check(CLI::Range(1, 1 << 30));
   train->callback([t] {
     t->cfg.model_type = tokenizer::parse_model_type(t->model_type);
+    t->cfg.normalization = tokenizer::parse_normalization(t->normalization);
     try {
       tokenizer::train_tokenizer(t->input, t->model, t->cfg, t->threads);
     } catch (const DataError& e) {  // the hint names the config keys; here the user set flags
       std::string why = e.what();
       for (auto [key, flag] : {std::pair<std::string, std::string>{"tokenizer.vocab_size", "--vocab-size"},
-                               {"tokenizer.character_coverage", "--character-coverage"}}) {
+                               {"tokenizer.character_coverage", "--character-coverage"},
+                               {"tokenizer.byte_fallback", "--byte-fallback"}}) {
         for (auto at = why.find(key); at != std::string::npos; at = why.find(key, at + flag.size())) why.replace(at, key.size(), flag);
       }
       throw DataError(why);

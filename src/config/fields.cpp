@@ -160,6 +160,8 @@ const std::vector<Field>& fields() {
       scalar<int>("tokenizer.vocab_size", "SentencePiece vocabulary size (= model rows V)", [](RunConfig& c) -> int& { return c.tokenizer.vocab_size; }, 8, 1000000),
       choice<tokenizer::ModelType>("tokenizer.model_type", "bpe | unigram", [](RunConfig& c) -> tokenizer::ModelType& { return c.tokenizer.model_type; }, tokenizer::parse_model_type, tokenizer::to_string),
       scalar<double>("tokenizer.character_coverage", "fraction of characters the vocabulary covers", [](RunConfig& c) -> double& { return c.tokenizer.character_coverage; }, 0.5, 1.0),
+      scalar<bool>("tokenizer.byte_fallback", "256 byte pieces <0x00>..<0xFF> in the vocabulary, so no character is ever <unk> (needs vocab_size above 256 + the corpus's characters)", [](RunConfig& c) -> bool& { return c.tokenizer.byte_fallback; }),
+      choice<tokenizer::Normalization>("tokenizer.normalization", "nfkc (NFKC; leading, trailing and repeated spaces dropped) | identity (the text as it is, as llama.cpp tokenizes)", [](RunConfig& c) -> tokenizer::Normalization& { return c.tokenizer.normalization; }, tokenizer::parse_normalization, tokenizer::to_string),
       scalar<I>("tokenizer.max_sentences", "lines sampled to train the tokenizer (0 = all)", [](RunConfig& c) -> I& { return c.tokenizer.max_sentences; }, 0),
       scalar<I>("model.d_model", "width C of token vectors", [](RunConfig& c) -> I& { return c.model.d_model; }, 1, 65536),
       scalar<I>("model.n_layers", "transformer blocks L", [](RunConfig& c) -> I& { return c.model.n_layers; }, 1, 1024),

@@ -43,11 +43,12 @@ std::vector<Gpt2Name> gpt2_names(const model::GptConfig& a) {
 
 namespace {
 
-// Refuses, naming the option, what neither GPT-2 nor GPT-NeoX computes as lmtrain does; `family` names the
-// target the positions chose ("GPT-2" for added positions, "GPT-NeoX" for rope).
-void refuse_inexpressible(const model::GptConfig& a, const std::string& family) {
+// Refuses, naming the option, what neither GPT-2 nor GPT-NeoX computes as lmtrain does; `format` names the
+// export ("hf", "gguf"), `family` the target the positions chose ("GPT-2" for added positions, "GPT-NeoX"
+// for rope, "llama.cpp's gpt2").
+void refuse_inexpressible(const model::GptConfig& a, const std::string& format, const std::string& family) {
   auto refuse = [&](const std::string& what) {
-    throw ConfigError("[export] hf: expected a model " + family + " can express, got " + what +
+    throw ConfigError("[export] " + format + ": expected a model " + family + " can express, got " + what +
                       ". Hint: export --format safetensors keeps lmtrain's form.");
   };
   if (a.mlp_activation != model::MlpActivation::kGelu) {
@@ -75,20 +76,28 @@ std::map<std::string, torch::Tensor> weights_for_export(const model::GptImpl& m)
 
 }  // namespace
 
-std::vector<std::pair<std::string, torch::Tensor>> gpt2_tensors(const model::GptImpl& m) {
+std::map<std::string, torch::Tensor> gpt2_form_weights(const model::GptImpl& m, const std::string& format,
+                                                       const std::string& family) {
   const auto& a = m.config();
   if (a.positions == model::Positions::kRope) {
-    throw ConfigError("[export] hf: expected a model GPT-2 can express, got positions rope: GPT-2 adds a position "
-                      "table. Hint: export --format hf writes GPT-NeoX for rope models.");
+    throw ConfigError("[export] " + format + ": expected a model " + family + " can express, got positions rope: " +
+                      family + " adds a position table. Hint: export --format hf writes GPT-NeoX for rope models.");
   }
-  refuse_inexpressible(a, "GPT-2");
+  refuse_inexpressible(a, format, family);
   torch::NoGradGuard no_grad;
   std::map<std::string, torch::Tensor> mine = weights_for_export(m);
-  std::vector<std::pair<std::string, torch::Tensor>> out;
   if (a.positions == model::Positions::kSinusoidal) {  // exact as a table of max_seq_len rows
     auto& self = const_cast<model::GptImpl&>(m);         // pos_emb->forward is not const; it only reads
-    out.emplace_back("transformer.wpe.weight", self.pos_emb->forward(a.max_seq_len, 0).detach().cpu().contiguous());
+    mine["pos_emb.weight"] = self.pos_emb->forward(a.max_seq_len, 0).detach().cpu().contiguous();
   }
+  return mine;
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> gpt2_tensors(const model::GptImpl& m) {
+  const auto& a = m.config();
+  std::map<std::string, torch::Tensor> mine = gpt2_form_weights(m, "hf", "GPT-2");
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  if (a.positions == model::Positions::kSinusoidal) out.emplace_back("transformer.wpe.weight", mine.at("pos_emb.weight"));
   for (const auto& n : gpt2_names(a)) {
     const auto& t = mine.at(n.lmtrain);
     out.emplace_back(n.gpt2, (n.transpose ? t.t() : t).contiguous());
@@ -118,7 +127,7 @@ std::string hf_class(const model::GptConfig& a) {
 
 std::vector<std::pair<std::string, torch::Tensor>> neox_tensors(const model::GptImpl& m) {
   const auto& a = m.config();
-  refuse_inexpressible(a, "GPT-NeoX");
+  refuse_inexpressible(a, "hf", "GPT-NeoX");
   torch::NoGradGuard no_grad;
   std::map<std::string, torch::Tensor> mine = weights_for_export(m);
   const int64_t C = a.d_model, H = a.n_heads, D = C / H;

@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include <filesystem>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -23,6 +24,13 @@ struct Gpt2Name {
 
 /// The name map of an architecture: wte, wpe (learned positions only), every block, ln_f, lm_head (untied).
 std::vector<Gpt2Name> gpt2_names(const model::GptConfig& a);
+
+/// The weights of a model in GPT-2's form, by lmtrain name, on the CPU: with embedding_scale sqrt_d and an
+/// untied head the scale is folded into tok_emb.weight; sinusoidal positions become pos_emb.weight, a table
+/// of max_seq_len rows (exact). Throws ConfigError, prefixed "[export] FORMAT:" and naming `family`, for
+/// what GPT-2's graph cannot compute: rope, relu2, qk_norm, no biases, a soft-cap, sqrt_d with a tied head.
+std::map<std::string, torch::Tensor> gpt2_form_weights(const model::GptImpl& m, const std::string& format,
+                                                       const std::string& family);
 
 /// The model's tensors under GPT-2's names (GPT2LMHeadModel). c_attn, c_proj and c_fc are Conv1D, so their
 /// weights are the transposes of lmtrain's nn::Linear ones, (in, out). Sinusoidal positions become a

@@ -95,8 +95,12 @@ namespace {
 // What to do about a failed SentencePiece training, from its message. A vocabulary too large for the text is
 // reported by SentencePiece as "Vocabulary size too high (N). Please set it to a value <= M": M, the pieces
 // this text yields, is the largest size it accepts, and the hint says so.
-std::string training_hint(const std::string& why, const fs::path& corpus) {
+std::string training_hint(const std::string& why, const fs::path& corpus, const TokenizerConfig& cfg) {
   if (why.find("smaller than required") != std::string::npos) {
+    if (cfg.byte_fallback) {
+      return "Hint: raise tokenizer.vocab_size (the 256 byte pieces of tokenizer.byte_fallback count too), set "
+             "tokenizer.byte_fallback false, or lower tokenizer.character_coverage.";
+    }
     return "Hint: raise tokenizer.vocab_size or lower tokenizer.character_coverage.";
   }
   const auto at = why.find("<= ");
@@ -119,6 +123,7 @@ void train_tokenizer(const fs::path& corpus, const fs::path& model_path, const T
   // SentencePiece writes PREFIX.model and PREFIX.vocab; train under a temporary prefix and publish the
   // model by rename only after success, so a failed run leaves nothing behind.
   fs::path prefix = model_path.string() + "." + util::temp_suffix();
+  const bool nfkc = cfg.normalization == Normalization::kNfkc;
   std::vector<std::pair<std::string, std::string>> kv = {
       {"input", corpus.string()},
       {"model_prefix", prefix.string()},
@@ -129,6 +134,9 @@ void train_tokenizer(const fs::path& corpus, const fs::path& model_path, const T
       {"input_sentence_size", std::to_string(cfg.max_sentences)},
       {"shuffle_input_sentence", "true"},
       {"max_sentence_length", "16384"},
+      {"byte_fallback", cfg.byte_fallback ? "true" : "false"},
+      {"normalization_rule_name", nfkc ? "nmt_nfkc" : "identity"},
+      {"remove_extra_whitespaces", nfkc ? "true" : "false"},
   };
   std::vector<const char*> keys, values;
   for (auto& [k, v] : kv) {
@@ -145,7 +153,7 @@ void train_tokenizer(const fs::path& corpus, const fs::path& model_path, const T
     std::string why = take_error(err);
     while (!why.empty() && (why.back() == '.' || why.back() == '\n')) why.pop_back();
     throw DataError("[tokenizer] SentencePiece training failed for vocab_size=" + std::to_string(cfg.vocab_size) +
-                    ": " + why + ". " + training_hint(why, corpus));
+                    ": " + why + ". " + training_hint(why, corpus, cfg));
   }
   fs::rename(tmp_model, model_path, ec);
   if (ec) throw SaveError("[tokenizer] cannot move the trained model to '" + model_path.string() + "'");
@@ -158,11 +166,17 @@ bool ensure_tokenizer(const fs::path& corpus, const fs::path& model_path, const 
                                {"vocab_size", cfg.vocab_size},
                                {"model_type", to_string(cfg.model_type)},
                                {"character_coverage", cfg.character_coverage},
-                               {"max_sentences", cfg.max_sentences}};
+                               {"max_sentences", cfg.max_sentences},
+                               {"byte_fallback", cfg.byte_fallback},
+                               {"normalization", to_string(cfg.normalization)}};
   const fs::path sidecar = model_path.string() + ".json";
   if (fs::is_regular_file(model_path) && fs::is_regular_file(sidecar)) {
     try {
-      if (nlohmann::json::parse(util::read_file(sidecar)) == want) return false;
+      auto had = nlohmann::json::parse(util::read_file(sidecar));
+      // Sidecars from before these settings existed describe tokenizers trained without either.
+      if (had.is_object() && !had.contains("byte_fallback")) had["byte_fallback"] = false;
+      if (had.is_object() && !had.contains("normalization")) had["normalization"] = "nfkc";
+      if (had == want) return false;
     } catch (const nlohmann::json::exception&) {
       // unreadable sidecar: retrain
     }

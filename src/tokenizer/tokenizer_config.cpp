@@ -12,4 +12,12 @@ ModelType parse_model_type(std::string_view s) {
 
 std::string to_string(ModelType t) { return t == ModelType::kBpe ? "bpe" : "unigram"; }
 
+Normalization parse_normalization(std::string_view s) {
+  if (s == "nfkc") return Normalization::kNfkc;
+  if (s == "identity") return Normalization::kIdentity;
+  throw ConfigError("[tokenizer] normalization: expected nfkc | identity, got '" + std::string(s) + "'");
+}
+
+std::string to_string(Normalization n) { return n == Normalization::kNfkc ? "nfkc" : "identity"; }
+
 }  // namespace lm::tokenizer

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "dist/group.h"
+#include "tokenizer/model_spec.h"
 #include "util/errors.h"
 #include "util/fs.h"
 #include "util/hash.h"
@@ -107,6 +108,14 @@ void preflight_resume(const TrainJob& job, const fs::path& ckpt, const data::Cor
   for (size_t i = 0; i < was.size(); ++i) {
     const std::string& key = was[i].first;
     compare(p, key == "vocab_size" ? "tokenizer.vocab_size" : "model." + key, was[i].second, is[i].second);
+  }
+  if (job.init_from.empty()) {  // a fine-tune keeps its base's tokenizer, whatever the config's section says
+    // The tokenizer's own settings, read from the checkpoint's copy: a changed one would retrain the
+    // tokenizer, and the ids would no longer mean the token table's rows.
+    const tokenizer::ModelSpec spec = tokenizer::read_model_spec(ckpt / "tokenizer.model");
+    compare(p, "tokenizer.byte_fallback", std::string(spec.byte_fallback ? "true" : "false"),
+            std::string(job.tokenizer.byte_fallback ? "true" : "false"));
+    compare(p, "tokenizer.normalization", tokenizer::normalization_name(spec), to_string(job.tokenizer.normalization));
   }
   const checkpoint::TrainerState st = checkpoint::read_trainer_state(ckpt);
   // Rank r's slice of a global batch depends on the world size: a resume with another one would not

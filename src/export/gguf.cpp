@@ -1,0 +1,139 @@
+#include "export/gguf.h"
+
+#include <fstream>
+#include <map>
+
+#include "export/hf.h"
+#include "tokenizer/tokenizer.h"
+#include "util/errors.h"
+#include "util/fs.h"
+
+namespace lm::exporter {
+namespace fs = std::filesystem;
+using gguf::KeyValue;
+
+namespace {
+
+// lmtrain's names -> llama.cpp's (LLM_ARCH_GPT2's tensors), block by block.
+std::vector<std::pair<std::string, std::string>> gguf_names(const model::GptConfig& a) {
+  std::vector<std::pair<std::string, std::string>> out = {{"tok_emb.weight", "token_embd.weight"},
+                                                          {"pos_emb.weight", "position_embd.weight"}};
+  for (int64_t i = 0; i < a.n_layers; ++i) {
+    const std::string b = "blocks." + std::to_string(i) + ".", g = "blk." + std::to_string(i) + ".";
+    for (const auto& [mine, theirs] : std::vector<std::pair<std::string, std::string>>{
+             {"ln1", "attn_norm"}, {"attn.qkv", "attn_qkv"}, {"attn.proj", "attn_output"},
+             {"ln2", "ffn_norm"}, {"mlp.fc", "ffn_up"}, {"mlp.proj", "ffn_down"}}) {
+      out.emplace_back(b + mine + ".weight", g + theirs + ".weight");
+      out.emplace_back(b + mine + ".bias", g + theirs + ".bias");
+    }
+  }
+  out.emplace_back("ln_f.weight", "output_norm.weight");
+  out.emplace_back("ln_f.bias", "output_norm.bias");
+  if (!a.tie_embeddings) out.emplace_back("head.weight", "output.weight");  // absent: llama.cpp reuses token_embd
+  return out;
+}
+
+// llama_ftype: ALL_F32 0, MOSTLY_F16 1, MOSTLY_Q8_0 7.
+uint32_t file_type(gguf::TensorType t) {
+  switch (t) {
+    case gguf::TensorType::kF32: return 0;
+    case gguf::TensorType::kF16: return 1;
+    case gguf::TensorType::kQ8_0: return 7;
+  }
+  return 0;
+}
+
+std::vector<KeyValue> vocabulary(const checkpoint::LoadedCheckpoint& ck, const tokenizer::ModelSpec& spec) {
+  std::vector<std::string> tokens;
+  std::vector<float> scores;
+  std::vector<int32_t> types;
+  for (const auto& p : spec.pieces) {
+    tokens.push_back(p.piece);
+    scores.push_back(p.score);
+    types.push_back(static_cast<int32_t>(p.type));  // llama_token_type numbers are SentencePiece's
+  }
+  tokenizer::Tokenizer tok(ck.tokenizer_model);
+  const auto eos = static_cast<uint32_t>(tok.eos_id());
+  return {{"tokenizer.ggml.model", std::string("llama")},
+          {"tokenizer.ggml.pre", std::string("default")},
+          {"tokenizer.ggml.tokens", tokens},
+          {"tokenizer.ggml.scores", scores},
+          {"tokenizer.ggml.token_type", types},
+          // lmtrain starts every text with </s> (the end of the line before it): llama.cpp's bos is that id.
+          {"tokenizer.ggml.bos_token_id", eos},
+          {"tokenizer.ggml.eos_token_id", eos},
+          {"tokenizer.ggml.unknown_token_id", static_cast<uint32_t>(tok.unk_id())},
+          {"tokenizer.ggml.add_bos_token", true},
+          {"tokenizer.ggml.add_eos_token", false},
+          {"tokenizer.ggml.add_space_prefix", spec.add_dummy_prefix}};
+}
+
+}  // namespace
+
+std::vector<std::string> tokenizer_warnings(const tokenizer::ModelSpec& spec) {
+  std::vector<std::string> out;
+  if (!spec.byte_fallback) {
+    out.push_back("the tokenizer has no byte pieces: llama.cpp aborts on any character outside its vocabulary, the "
+                  "newline included (node-llama-cpp tokenizes one while loading). Hint: train the tokenizer with "
+                  "tokenizer.byte_fallback true");
+  }
+  if (spec.normalization != "identity" || spec.remove_extra_whitespaces) {
+    out.push_back("the tokenizer normalises text (" + tokenizer::normalization_name(spec) +
+                  (spec.remove_extra_whitespaces ? ", repeated spaces dropped" : "") +
+                  ") and llama.cpp does not: text that NFKC changes, or with repeated, leading or trailing spaces, "
+                  "can tokenize differently. Hint: tokenizer.normalization identity tokenizes as llama.cpp");
+  }
+  if (spec.algorithm != "bpe") {
+    out.push_back("the tokenizer is " + spec.algorithm + ", and llama.cpp's SentencePiece tokenizer merges pieces by "
+                  "score as BPE does: its ids can differ from lmtrain's. Hint: tokenizer.model_type bpe");
+  }
+  return out;
+}
+
+std::vector<KeyValue> gguf_metadata(const checkpoint::LoadedCheckpoint& ck, const tokenizer::ModelSpec& spec,
+                                    gguf::TensorType type) {
+  const auto& a = ck.arch;
+  auto u32 = [](int64_t v) { return static_cast<uint32_t>(v); };
+  std::vector<KeyValue> kv = {
+      {"general.architecture", std::string("gpt2")},
+      {"general.name", "lmtrain " + ck.dir.parent_path().filename().string() + " step " + std::to_string(ck.state.step)},
+      {"general.file_type", file_type(type)},
+      {"gpt2.context_length", u32(a.max_seq_len)},  // the rows of position_embd
+      {"gpt2.embedding_length", u32(a.d_model)},
+      {"gpt2.feed_forward_length", u32(a.mlp_ratio * a.d_model)},
+      {"gpt2.block_count", u32(a.n_layers)},
+      {"gpt2.attention.head_count", u32(a.n_heads)},
+      {"gpt2.attention.layer_norm_epsilon", 1e-5f}};
+  for (auto& v : vocabulary(ck, spec)) kv.push_back(std::move(v));
+  return kv;
+}
+
+GgufExport export_gguf(const checkpoint::LoadedCheckpoint& ck, const fs::path& out, gguf::TensorType type) {
+  util::check_output_directory(out, "export", "--out");
+  std::error_code ec;
+  if (fs::is_directory(out, ec)) {
+    throw ConfigError("[export] --out: expected a .gguf file, got the directory '" + out.string() +
+                      "'. Hint: name a file, e.g. " + (out / "model.gguf").string() + ".");
+  }
+  auto starts_gguf = [&] {
+    std::ifstream in(out, std::ios::binary);
+    std::string head(4, '\0');
+    return in.read(head.data(), 4) && gguf::has_magic(head);
+  };
+  if (fs::exists(out, ec) && !starts_gguf()) {
+    throw ConfigError("[export] --out: expected a new file or an earlier GGUF export to replace, got '" + out.string() +
+                      "', which is not a GGUF file (kept as it is). Hint: choose another --out.");
+  }
+  const auto weights = gpt2_form_weights(*ck.model, "gguf", "llama.cpp's gpt2");
+  std::vector<gguf::Tensor> tensors;
+  for (const auto& [mine, theirs] : gguf_names(ck.arch)) {
+    const torch::Tensor& t = weights.at(mine);
+    tensors.push_back(gguf::make_tensor(theirs, t, t.dim() == 2 ? type : gguf::TensorType::kF32));
+  }
+  const tokenizer::ModelSpec spec = tokenizer::read_model_spec(ck.tokenizer_model);
+  const std::string bytes = gguf::file_bytes(gguf_metadata(ck, spec, type), tensors);
+  util::atomic_write_file(out, bytes);
+  return {bytes.size(), tensors.size(), tokenizer_warnings(spec)};
+}
+
+}  // namespace lm::exporter
