@@ -56,13 +56,22 @@ async function nextTokenProbabilities(ids) {
   }
 }
 
+function argmax(probabilities) {
+  let best = -1, bestP = -1;
+  for (const [id, p] of probabilities) if (p > bestP) [best, bestP] = [id, p];
+  return best;
+}
+
+// Greedy decoding by llama.cpp's probabilities, one token at a time through the sequence's cache (its
+// sampler's evaluate() stops at the end-of-text token, which lmtrain's sampler treats as a newline).
 async function greedy(ids, n) {
   const context = await model.createContext({contextSize: T});
   try {
-    const got = [];
-    for await (const token of context.getSequence().evaluate(ids, {temperature: 0})) {
-      got.push(token);
-      if (got.length === n) break;
+    const sequence = context.getSequence(), got = [];
+    for (let input = ids; got.length < n; input = [got[got.length - 1]]) {
+      const last = input.length - 1;
+      const out = await sequence.controlledEvaluate(input.map((id, i) => (i === last ? [id, {generateNext: {probabilities: true}}] : id)));
+      got.push(argmax(out[last].next.probabilities));
     }
     return got;
   } finally {
@@ -80,9 +89,7 @@ if (args.probs) {
   let worst = 0, agree = 0, tiesAside = 0;
   rows.forEach((r, i) => {
     for (const t of r.top) worst = Math.max(worst, Math.abs((probs[i].get(t.id) ?? 0) - t.prob));
-    let best = -1, bestP = -1;
-    for (const [id, p] of probs[i]) if (p > bestP) [best, bestP] = [id, p];
-    if (best === r.top[0].id) agree++;
+    if (argmax(probs[i]) === r.top[0].id) agree++;
     else if (r.top.length > 1 && r.top[0].prob - r.top[1].prob <= 2 * tol) tiesAside++;  // within the tolerance: a tie
   });
   console.log(`probs: ${rows.length} positions, max |p_llama.cpp - p_lmtrain| = ${worst.toExponential(2)} over each ` +

@@ -151,7 +151,7 @@ def check_lengths(src, files, problems):
                     start, pending = pending, None
 
 
-CITATION = re.compile(r'(?:(docs/)?([A-Za-z_]+\.md)|(README)(?:\.md)?)\s+"([^"]+)"')
+CITATION = re.compile(r'(?:(docs/)?([A-Za-z_][A-Za-z0-9_-]*\.md)|(README)(?:\.md)?)\s+"([^"]+)"')
 LINK = re.compile(r'\[[^\]]*\]\(([^)\s]+)\)')
 
 
@@ -184,7 +184,7 @@ def cited_file(root, where_file, m):
 def check_citations(root, problems):
     places = [root / "CMakeLists.txt", root / "README.md"] + sorted(
         p for d in ("src", "configs", "scripts", "tests", "docs") for p in (root / d).rglob("*")
-        if p.is_file() and p.suffix in (".h", ".cpp", ".yaml", ".sh", ".py", ".md", ".in", ".inc"))
+        if p.is_file() and p.suffix in (".h", ".cpp", ".yaml", ".sh", ".py", ".mjs", ".md", ".in", ".inc"))
     for f in places:
         if f.name == "check_layout.py" or not f.is_file():
             continue

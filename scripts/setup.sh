@@ -50,3 +50,26 @@ targets=()
 for t in "$@"; do targets+=(--target "$t"); done
 cmake --build "$BUILD_DIR" "${targets[@]}"
 echo "setup: built ${*:-all targets} in $BUILD_DIR"
+
+# llama.cpp for the GGUF check (scripts/check_gguf.mjs, tests/gguf_test.cpp): node-llama-cpp's prebuilt CPU
+# binaries, pinned, from the npm registry into $BUILD_DIR/llama-node (83 MB; lmtrain never needs it). It needs
+# node >= 20; bookworm's own nodejs is 18, so setup does not install node. When node or npm is missing or the
+# install fails, setup says why and goes on, and the GGUF check skips with that reason.
+LLAMA_NODE="$BUILD_DIR/llama-node"
+LLAMA_NODE_VERSION=3.21.1
+if [ -f "$LLAMA_NODE/node_modules/node-llama-cpp/package.json" ] &&
+   grep -q "\"version\": \"$LLAMA_NODE_VERSION\"" "$LLAMA_NODE/node_modules/node-llama-cpp/package.json"; then
+  echo "setup: node-llama-cpp $LLAMA_NODE_VERSION present in $LLAMA_NODE"
+elif ! command -v node > /dev/null || ! command -v npm > /dev/null; then
+  echo "setup: no node/npm on PATH: the llama.cpp check of GGUF exports will skip (it needs node >= 20)"
+elif ! node -e 'process.exit(parseInt(process.versions.node, 10) >= 20 ? 0 : 1)'; then
+  echo "setup: node $(node --version) is older than 20: the llama.cpp check of GGUF exports will skip"
+else
+  mkdir -p "$LLAMA_NODE"
+  if npm install --prefix "$LLAMA_NODE" --save-exact --omit=optional --no-audit --no-fund --loglevel=error \
+       "node-llama-cpp@$LLAMA_NODE_VERSION" "@node-llama-cpp/linux-x64@$LLAMA_NODE_VERSION"; then
+    echo "setup: installed node-llama-cpp $LLAMA_NODE_VERSION into $LLAMA_NODE"
+  else
+    echo "setup: npm could not install node-llama-cpp $LLAMA_NODE_VERSION: the llama.cpp check of GGUF exports will skip"
+  fi
+fi

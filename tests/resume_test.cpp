@@ -224,6 +224,14 @@ TEST(Resume, MismatchedArchitectureIsRefusedBeforeLoadingTensors) {
   EXPECT_EQ(r.exit_code, 4) << r.output;
   EXPECT_NE(r.output.find("model.d_model: checkpoint 32 vs config 64"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("weight"), std::string::npos) << "failed while loading tensors: " << r.output;
+  // The tokenizer's settings come from the checkpoint's own tokenizer.model: a change would retrain it.
+  const std::string tokenizer_before = slurp(dir / "run" / "tokenizer.model");
+  r = run_lmtrain(config(dir, "run", 8) + " --resume auto --set tokenizer.byte_fallback=true --set "
+                  "tokenizer.normalization=identity");
+  EXPECT_EQ(r.exit_code, 4) << r.output;
+  EXPECT_NE(r.output.find("tokenizer.byte_fallback: checkpoint false vs config true"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("tokenizer.normalization: checkpoint nfkc vs config identity"), std::string::npos) << r.output;
+  EXPECT_EQ(slurp(dir / "run" / "tokenizer.model"), tokenizer_before) << "the run's tokenizer is kept";
   r = run_lmtrain(config(dir, "run", 8) + " --resume auto --set train.lr=0.02");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("train.lr changed"), std::string::npos) << r.output;

@@ -14,6 +14,10 @@ using gguf::KeyValue;
 
 namespace {
 
+// The narrowest rows q8_0 is written for: node-llama-cpp 3.21.1's llama.cpp computes a d_model 32 model's
+// probabilities 0.2 off at q8_0 (and within 5e-4 at 64), the file being right by scripts/read_gguf.py.
+constexpr int64_t kQ8MinWidth = 64;
+
 // lmtrain's names -> llama.cpp's (LLM_ARCH_GPT2's tensors), block by block.
 std::vector<std::pair<std::string, std::string>> gguf_names(const model::GptConfig& a) {
   std::vector<std::pair<std::string, std::string>> out = {{"tok_emb.weight", "token_embd.weight"},
@@ -125,6 +129,11 @@ GgufExport export_gguf(const checkpoint::LoadedCheckpoint& ck, const fs::path& o
                       "', which is not a GGUF file (kept as it is). Hint: choose another --out.");
   }
   const auto weights = gpt2_form_weights(*ck.model, "gguf", "llama.cpp's gpt2");
+  if (type == gguf::TensorType::kQ8_0 && ck.arch.d_model < kQ8MinWidth) {
+    throw ConfigError("[export] gguf q8_0: expected d_model >= " + std::to_string(kQ8MinWidth) + ", got " +
+                      std::to_string(ck.arch.d_model) + ": llama.cpp's q8_0 products go wrong on rows of one 32-value "
+                      "block (docs/llama-cpp.md \"Types\"). Hint: --type f16.");
+  }
   std::vector<gguf::Tensor> tensors;
   for (const auto& [mine, theirs] : gguf_names(ck.arch)) {
     const torch::Tensor& t = weights.at(mine);

@@ -1,7 +1,8 @@
 // The GGUF v3 format (llama.cpp's model file), written by our own code: the magic "GGUF", version 3, the
 // tensor and key/value counts (u64), typed key/value metadata, one info per tensor (name, dimensions
 // innermost first, ggml type, offset), then the tensor data, each tensor starting on a 32-byte boundary
-// (general.alignment's default). Only what `export --format gguf` writes is here (docs/formats.md "GGUF").
+// (general.alignment's default). Only what `export --format gguf` writes is here
+// (docs/formats.md "GGUF (`lmtrain export --format gguf`)").
 #pragma once
 
 #include <torch/torch.h>

@@ -29,7 +29,7 @@ struct TokenizerConfig {
   ModelType model_type = ModelType::kBpe;
   double character_coverage = 0.9995;    ///< fraction of characters covered (SentencePiece); (0, 1]
   int64_t max_sentences = 0;             ///< lines sampled for training; 0 = all
-  bool byte_fallback = true;             ///< 256 byte pieces <0x00>..<0xFF>: no character is ever <unk>
+  bool byte_fallback = false;            ///< 256 byte pieces <0x00>..<0xFF>: no character is ever <unk>
   Normalization normalization = Normalization::kNfkc;
 };
 
