@@ -10,8 +10,8 @@
 //          [--text TEXT]                          llama.cpp's tokenization of TEXT = the ids PROBS.json fed (after </s>)
 //          [--greedy N --expect "ID ..."]         llama.cpp's greedy N tokens after PROBS.json's ids = these ids
 //                                                 (`lmtrain sample --temperature 0 --generate N --show-ids`)
-//          [--loss VAL.bin [--windows W]]         mean next-token loss over W windows of lmtrain's token file, laid
-//                                                 out as lmtrain's validation lays them (window w starts at w*T)
+//          [--loss VAL.bin [--windows W]]         mean next-token loss over W of the token file's windows of T + 1
+//                                                 ids (window k starts at k*T), evenly spread as lmtrain's validation
 import fs from "node:fs";
 import path from "node:path";
 import {fileURLToPath, pathToFileURL} from "node:url";

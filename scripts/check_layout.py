@@ -151,7 +151,7 @@ def check_lengths(src, files, problems):
                     start, pending = pending, None
 
 
-CITATION = re.compile(r'(?:(docs/)?([A-Za-z_][A-Za-z0-9_-]*\.md)|(README)(?:\.md)?)\s+"([^"]+)"')
+CITATION = re.compile(r'(?:(docs/)?([A-Za-z_][A-Za-z0-9_-]*\.md)\)?|(README)(?:\.md)?)\s+"([^"]+)"')
 LINK = re.compile(r'\[[^\]]*\]\(([^)\s]+)\)')
 
 

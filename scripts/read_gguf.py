@@ -167,10 +167,12 @@ def check(path, ckpt):
             expect(tensor_bytes(g, t) == w.astype("<f4").tobytes(), f"{t['name']}: f32 bytes differ")
         elif t["type"] == "f16":
             expect(tensor_bytes(g, t) == w.astype("<f2").tobytes(), f"{t['name']}: f16 is not the rounding")
-        else:  # |x - q d| <= d/2 with the f32 scale; the f16 scale adds at most 127 |d - d16| <= 127 d 2^-11
+        else:  # |x - q d| <= d/2 with the f32 scale; the f16 scale adds at most 127 |d - d16|, where |d - d16|
+            # <= d 2^-11 for a normal f16 and <= 2^-25 (half the spacing 2^-24) for a subnormal one
             d, q = q8_0_blocks(tensor_bytes(g, t))
             x = w.reshape(-1, 32)
-            bound = np.abs(x).max(axis=1) / 127 * (0.5 + 127 * 2.0 ** -11) + 1e-12
+            d32 = np.abs(x).max(axis=1) / 127
+            bound = d32 / 2 + 127 * np.maximum(d32 * 2.0 ** -11, 2.0 ** -25) + 1e-12
             err = np.abs(x - q * d[:, None]).max(axis=1)
             worst = max(worst, float((err / bound).max()))
             expect(bool((err <= bound).all()), f"{t['name']}: q8_0 error above the format's bound")

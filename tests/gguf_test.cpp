@@ -10,6 +10,7 @@
 #include "test_util.h"
 #include "tokenizer/model_spec.h"
 #include "tokenizer/tokenizer.h"
+#include "util/errors.h"
 
 namespace lm::test {
 
@@ -20,12 +21,12 @@ const std::string kText = "And the river flowed to the sea, and the land was gre
 // A 40-step tiny model (enough that its probabilities are far from uniform) with a byte-fallback
 // tokenizer and these extra keys.
 fs::path train_for_gguf(const ScratchDir& dir, const std::string& run, const std::string& model_keys,
-                        const std::string& tokenizer_keys = "") {
+                        const std::string& tokenizer_keys = "", int d_model = 64) {
   RunSpec spec;
   spec.run = run;
   spec.tokenizer = "vocab_size: 320, byte_fallback: true" + tokenizer_keys;
   // T 96: kText and a 32-token continuation fit; C 64: q8_0's narrowest rows (export/gguf.cpp kQ8MinWidth)
-  spec.model = "d_model: 64, n_layers: 2, n_heads: 2, max_seq_len: 96, " + model_keys;
+  spec.model = "d_model: " + std::to_string(d_model) + ", n_layers: 2, n_heads: 2, max_seq_len: 96, " + model_keys;
   spec.train = "batch_size: 8, max_steps: 40, warmup_steps: 4, lr: 0.01, eval_every: 0";
   auto r = run_lmtrain("train -c " + write_run_config(dir, spec).string());
   EXPECT_EQ(r.exit_code, 0) << r.output;
@@ -33,6 +34,16 @@ fs::path train_for_gguf(const ScratchDir& dir, const std::string& run, const std
 }
 
 std::string script(const std::string& name) { return std::string(LMTRAIN_SOURCE_DIR) + "/scripts/" + name; }
+
+// scripts/check_gguf.mjs on `args`; `skip` gets the reason when llama.cpp cannot run here (no node: the shell's
+// 127; node-llama-cpp not installed: the script's 77).
+RunResult check_in_llama_cpp(const std::string& args, std::string& skip) {
+  auto r = run_command("node " + script("check_gguf.mjs") + " --node-modules " + LMTRAIN_BUILD_DIR +
+                       "/llama-node/node_modules " + args);
+  if (r.exit_code == 127) skip = "node is not on PATH (the check needs node >= 20)";
+  if (r.exit_code == 77) skip = r.output;
+  return r;
+}
 
 // The ids lmtrain's greedy sampler generates after kText.
 std::string greedy_ids(const fs::path& run, int n) {
@@ -65,20 +76,18 @@ TEST(Gguf, ExportsMatchTheCheckpointAndLlamaCppComputesLmtrainsProbabilities) {
     EXPECT_EQ(spec.remove_extra_whitespaces, name != "sin_untied");
     // The tolerances are the measured gaps (docs/llama-cpp.md "Checking an export") with room: llama.cpp's
     // gpt2 graph uses the tanh GELU, and q8_0 rounds every weight.
-    for (const auto& [type, tolerance] : std::vector<std::pair<std::string, std::string>>{{"f32", "2e-3"}, {"q8_0", "2e-2"}}) {
+    for (const auto& [type, tolerance] :
+         std::vector<std::pair<std::string, std::string>>{{"f32", "2e-3"}, {"f16", "2e-3"}, {"q8_0", "2e-2"}}) {
       const fs::path gguf = dir / (name + "." + type + ".gguf");
       r = run_lmtrain("export --checkpoint " + run.string() + " --format gguf --type " + type + " --out " + gguf.string());
       ASSERT_EQ(r.exit_code, 0) << r.output;
       EXPECT_NE(r.output.find("wrote " + gguf.string()), std::string::npos) << r.output;
       r = run_command("/usr/bin/python3 " + script("read_gguf.py") + " --check " + gguf.string() + " " + ckpt.string());
       EXPECT_EQ(r.exit_code, 0) << name << " " << type << ": " << r.output;
-      r = run_command("node " + script("check_gguf.mjs") + " --node-modules " + LMTRAIN_BUILD_DIR + "/llama-node/node_modules" +
-                      " --model " + gguf.string() + " --probs " + (dir / (name + ".json")).string() + " --tolerance " +
-                      tolerance + " --text '" + kText + "'" + (type == "f32" ? " --greedy 32 --expect '" + expect + "'" : ""));
-      if (r.exit_code == 77 || r.output.find("SKIP") == 0) {
-        skipped = r.output;
-        continue;
-      }
+      r = check_in_llama_cpp("--model " + gguf.string() + " --probs " + (dir / (name + ".json")).string() + " --tolerance " +
+                             tolerance + " --text '" + kText + "'" + (type == "f32" ? " --greedy 32 --expect '" + expect + "'" : ""),
+                             skipped);
+      if (!skipped.empty()) continue;
       EXPECT_EQ(r.exit_code, 0) << name << " " << type << ": " << r.output;
       EXPECT_NE(r.output.find("check_gguf: ok"), std::string::npos) << r.output;
       std::cout << name << " " << type << ": " << r.output;
@@ -105,8 +114,13 @@ TEST(Gguf, RefusesWhatLlamaCppsGpt2CannotComputeAndKeepsAForeignOutFile) {
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("which is not a GGUF file (kept as it is)"), std::string::npos) << r.output;
   EXPECT_EQ(slurp(dir / "notes.txt"), "my notes\n");
+  fs::create_directories(dir / "adir");
+  r = run_lmtrain("export --checkpoint " + good.string() + " --format gguf --out " + (dir / "adir").string());
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("a directory (kept as it is)"), std::string::npos) << r.output;
   r = run_lmtrain("export --checkpoint " + good.string() + " --format gguf --out " + (dir / "g.gguf").string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("the tokenizer normalises text (nfkc, repeated spaces dropped)"), std::string::npos) << r.output;
   r = run_lmtrain("export --checkpoint " + good.string() + " --format gguf --type f16 --out " + (dir / "g.gguf").string());
   EXPECT_EQ(r.exit_code, 0) << "an earlier export is replaced: " << r.output;
   EXPECT_EQ(run_command("/usr/bin/python3 " + script("read_gguf.py") + " --check " + (dir / "g.gguf").string() + " " +
@@ -118,6 +132,18 @@ TEST(Gguf, RefusesWhatLlamaCppsGpt2CannotComputeAndKeepsAForeignOutFile) {
   EXPECT_NE(r.output.find("--type: expected --format gguf"), std::string::npos) << r.output;
   r = run_lmtrain("export --checkpoint " + good.string() + " --format gguf --type q4 --out " + (dir / "q.gguf").string());
   EXPECT_EQ(r.exit_code, 2) << r.output;
+  const fs::path wide = train_for_gguf(dir, "c80", "positions: learned", "", 80);  // 80 = 2.5 blocks of 32
+  r = run_lmtrain("export --checkpoint " + wide.string() + " --format gguf --type q8_0 --out " + (dir / "w.gguf").string());
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("expected rows of a multiple of 32 values"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(dir / "w.gguf"));
+  std::ofstream(dir / "junk.model") << "not a protobuf \xff\xff\xff";
+  try {
+    tokenizer::read_model_spec(dir / "junk.model");
+    ADD_FAILURE() << "a junk model was read";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("expected a SentencePiece model"), std::string::npos) << e.what();
+  }
   // A tokenizer without byte pieces still exports, with the warning that llama.cpp aborts on unknown characters.
   RunSpec spec;
   spec.run = "nobytes";
@@ -181,10 +207,10 @@ TEST(Gguf, ByteFallbackTokenizerOfTheKoreanFaqHasNoUnknownPiece) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   std::ofstream(dir / "ko.json") << r.output.substr(r.output.find('['));
   ASSERT_EQ(run_lmtrain("export --checkpoint " + (dir / "ko").string() + " --format gguf --out " + (dir / "ko.gguf").string()).exit_code, 0);
-  r = run_command("node " + script("check_gguf.mjs") + " --node-modules " + LMTRAIN_BUILD_DIR + "/llama-node/node_modules" +
-                  " --model " + (dir / "ko.gguf").string() + " --probs " + (dir / "ko.json").string() + " --tolerance 2e-3" +
-                  " --text '" + korean + "'");
-  if (r.exit_code == 77) GTEST_SKIP() << "the llama.cpp half: " << r.output;
+  std::string skipped;
+  r = check_in_llama_cpp("--model " + (dir / "ko.gguf").string() + " --probs " + (dir / "ko.json").string() +
+                         " --tolerance 2e-3 --text '" + korean + "'", skipped);
+  if (!skipped.empty()) GTEST_SKIP() << "the llama.cpp half: " << skipped;
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("tokenize: llama.cpp's"), std::string::npos) << r.output;
 }

@@ -14,26 +14,21 @@ using gguf::KeyValue;
 
 namespace {
 
-// The narrowest rows q8_0 is written for: node-llama-cpp 3.21.1's llama.cpp computes a d_model 32 model's
-// probabilities 0.2 off at q8_0 (and within 5e-4 at 64), the file being right by scripts/read_gguf.py.
+// The narrowest rows q8_0 is written for: below it node-llama-cpp 3.21.1's llama.cpp computes a model's
+// probabilities far off at q8_0, the file being right by scripts/read_gguf.py (docs/BENCHMARKS.md "GGUF in
+// llama.cpp").
 constexpr int64_t kQ8MinWidth = 64;
 
-// lmtrain's names -> llama.cpp's (LLM_ARCH_GPT2's tensors), block by block.
+// lmtrain's names -> llama.cpp's (LLM_ARCH_GPT2's tensors), in the file's order; sinusoidal positions are
+// written as their table, which gpt2_form_weights names pos_emb.weight.
 std::vector<std::pair<std::string, std::string>> gguf_names(const model::GptConfig& a) {
-  std::vector<std::pair<std::string, std::string>> out = {{"tok_emb.weight", "token_embd.weight"},
-                                                          {"pos_emb.weight", "position_embd.weight"}};
-  for (int64_t i = 0; i < a.n_layers; ++i) {
-    const std::string b = "blocks." + std::to_string(i) + ".", g = "blk." + std::to_string(i) + ".";
-    for (const auto& [mine, theirs] : std::vector<std::pair<std::string, std::string>>{
-             {"ln1", "attn_norm"}, {"attn.qkv", "attn_qkv"}, {"attn.proj", "attn_output"},
-             {"ln2", "ffn_norm"}, {"mlp.fc", "ffn_up"}, {"mlp.proj", "ffn_down"}}) {
-      out.emplace_back(b + mine + ".weight", g + theirs + ".weight");
-      out.emplace_back(b + mine + ".bias", g + theirs + ".bias");
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& n : gpt2_names(a)) {
+    out.emplace_back(n.lmtrain, n.gguf);
+    if (n.lmtrain == "tok_emb.weight" && a.positions == model::Positions::kSinusoidal) {
+      out.emplace_back("pos_emb.weight", "position_embd.weight");
     }
   }
-  out.emplace_back("ln_f.weight", "output_norm.weight");
-  out.emplace_back("ln_f.bias", "output_norm.bias");
-  if (!a.tie_embeddings) out.emplace_back("head.weight", "output.weight");  // absent: llama.cpp reuses token_embd
   return out;
 }
 
@@ -112,31 +107,43 @@ std::vector<KeyValue> gguf_metadata(const checkpoint::LoadedCheckpoint& ck, cons
   return kv;
 }
 
-GgufExport export_gguf(const checkpoint::LoadedCheckpoint& ck, const fs::path& out, gguf::TensorType type) {
+namespace {
+
+// An existing --out is replaced only when it is an earlier GGUF file; anything else is kept.
+void check_gguf_out(const fs::path& out) {
   util::check_output_directory(out, "export", "--out");
   std::error_code ec;
-  if (fs::is_directory(out, ec)) {
-    throw ConfigError("[export] --out: expected a .gguf file, got the directory '" + out.string() +
-                      "'. Hint: name a file, e.g. " + (out / "model.gguf").string() + ".");
-  }
-  auto starts_gguf = [&] {
-    std::ifstream in(out, std::ios::binary);
-    std::string head(4, '\0');
-    return in.read(head.data(), 4) && gguf::has_magic(head);
-  };
-  if (fs::exists(out, ec) && !starts_gguf()) {
+  const auto st = fs::symlink_status(out, ec);
+  if (!fs::exists(st)) return;
+  auto refuse = [&](const std::string& what) {
     throw ConfigError("[export] --out: expected a new file or an earlier GGUF export to replace, got '" + out.string() +
-                      "', which is not a GGUF file (kept as it is). Hint: choose another --out.");
-  }
+                      "', " + what + " (kept as it is). Hint: choose another --out.");
+  };
+  if (fs::is_symlink(st)) refuse("a symbolic link");
+  if (!fs::is_regular_file(st)) refuse(fs::is_directory(st) ? "a directory" : "not a regular file");
+  std::ifstream in(out, std::ios::binary);
+  if (!in) refuse("which cannot be read");
+  std::string head(4, '\0');
+  if (!in.read(head.data(), 4) || !gguf::has_magic(head)) refuse("which is not a GGUF file");
+}
+
+}  // namespace
+
+GgufExport export_gguf(const checkpoint::LoadedCheckpoint& ck, const fs::path& out, gguf::TensorType type) {
+  check_gguf_out(out);
   const auto weights = gpt2_form_weights(*ck.model, "gguf", "llama.cpp's gpt2");
   if (type == gguf::TensorType::kQ8_0 && ck.arch.d_model < kQ8MinWidth) {
     throw ConfigError("[export] gguf q8_0: expected d_model >= " + std::to_string(kQ8MinWidth) + ", got " +
-                      std::to_string(ck.arch.d_model) + ": llama.cpp's q8_0 products go wrong on rows of one 32-value "
-                      "block (docs/llama-cpp.md \"Types\"). Hint: --type f16.");
+                      std::to_string(ck.arch.d_model) + ": llama.cpp's q8_0 products go wrong on rows this short "
+                      "(docs/llama-cpp.md \"Types\"). Hint: --type f16.");
   }
   std::vector<gguf::Tensor> tensors;
   for (const auto& [mine, theirs] : gguf_names(ck.arch)) {
     const torch::Tensor& t = weights.at(mine);
+    if (!torch::isfinite(t).all().item<bool>()) {
+      throw CheckpointError("[export] gguf: expected finite weights, got NaN or Inf in " + mine + " of " +
+                            ck.dir.string() + ". Hint: export an earlier checkpoint.");
+    }
     tensors.push_back(gguf::make_tensor(theirs, t, t.dim() == 2 ? type : gguf::TensorType::kF32));
   }
   const tokenizer::ModelSpec spec = tokenizer::read_model_spec(ck.tokenizer_model);

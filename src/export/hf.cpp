@@ -16,28 +16,31 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 std::vector<Gpt2Name> gpt2_names(const model::GptConfig& a) {
-  std::vector<Gpt2Name> out = {{"transformer.wte.weight", "tok_emb.weight", false}};
-  if (a.positions == model::Positions::kLearned) out.push_back({"transformer.wpe.weight", "pos_emb.weight", false});
+  std::vector<Gpt2Name> out = {{"transformer.wte.weight", "tok_emb.weight", false, "token_embd.weight"}};
+  if (a.positions == model::Positions::kLearned) {
+    out.push_back({"transformer.wpe.weight", "pos_emb.weight", false, "position_embd.weight"});
+  }
   for (int64_t i = 0; i < a.n_layers; ++i) {
-    const std::string h = "transformer.h." + std::to_string(i) + ".", b = "blocks." + std::to_string(i) + ".";
-    for (const auto& [g, l, t] : std::vector<Gpt2Name>{{"ln_1.weight", "ln1.weight", false},
-                                                       {"ln_1.bias", "ln1.bias", false},
-                                                       {"attn.c_attn.weight", "attn.qkv.weight", true},  // Conv1D (C, 3C)
-                                                       {"attn.c_attn.bias", "attn.qkv.bias", false},
-                                                       {"attn.c_proj.weight", "attn.proj.weight", true},
-                                                       {"attn.c_proj.bias", "attn.proj.bias", false},
-                                                       {"ln_2.weight", "ln2.weight", false},
-                                                       {"ln_2.bias", "ln2.bias", false},
-                                                       {"mlp.c_fc.weight", "mlp.fc.weight", true},  // (C, rC)
-                                                       {"mlp.c_fc.bias", "mlp.fc.bias", false},
-                                                       {"mlp.c_proj.weight", "mlp.proj.weight", true},  // (rC, C)
-                                                       {"mlp.c_proj.bias", "mlp.proj.bias", false}}) {
-      out.push_back({h + g, b + l, t});
+    const std::string h = "transformer.h." + std::to_string(i) + ".", b = "blocks." + std::to_string(i) + ".",
+                      g = "blk." + std::to_string(i) + ".";
+    for (const auto& [hf, lm, t, gg] : std::vector<Gpt2Name>{{"ln_1.weight", "ln1.weight", false, "attn_norm.weight"},
+                                                             {"ln_1.bias", "ln1.bias", false, "attn_norm.bias"},
+                                                             {"attn.c_attn.weight", "attn.qkv.weight", true, "attn_qkv.weight"},  // Conv1D (C, 3C)
+                                                             {"attn.c_attn.bias", "attn.qkv.bias", false, "attn_qkv.bias"},
+                                                             {"attn.c_proj.weight", "attn.proj.weight", true, "attn_output.weight"},
+                                                             {"attn.c_proj.bias", "attn.proj.bias", false, "attn_output.bias"},
+                                                             {"ln_2.weight", "ln2.weight", false, "ffn_norm.weight"},
+                                                             {"ln_2.bias", "ln2.bias", false, "ffn_norm.bias"},
+                                                             {"mlp.c_fc.weight", "mlp.fc.weight", true, "ffn_up.weight"},  // (C, rC)
+                                                             {"mlp.c_fc.bias", "mlp.fc.bias", false, "ffn_up.bias"},
+                                                             {"mlp.c_proj.weight", "mlp.proj.weight", true, "ffn_down.weight"},  // (rC, C)
+                                                             {"mlp.c_proj.bias", "mlp.proj.bias", false, "ffn_down.bias"}}) {
+      out.push_back({h + hf, b + lm, t, g + gg});
     }
   }
-  out.push_back({"transformer.ln_f.weight", "ln_f.weight", false});
-  out.push_back({"transformer.ln_f.bias", "ln_f.bias", false});
-  if (!a.tie_embeddings) out.push_back({"lm_head.weight", "head.weight", false});
+  out.push_back({"transformer.ln_f.weight", "ln_f.weight", false, "output_norm.weight"});
+  out.push_back({"transformer.ln_f.bias", "ln_f.bias", false, "output_norm.bias"});
+  if (!a.tie_embeddings) out.push_back({"lm_head.weight", "head.weight", false, "output.weight"});
   return out;
 }
 

@@ -15,14 +15,17 @@
 
 namespace lm::exporter {
 
-/// One tensor's name in GPT-2 (GPT2LMHeadModel) and in lmtrain; `transpose` for GPT-2's Conv1D weights,
-/// stored (in, out), the transpose of lmtrain's nn::Linear (out, in).
+/// One tensor's name in GPT-2 (GPT2LMHeadModel), in lmtrain and in llama.cpp's gpt2 (a GGUF file);
+/// `transpose` for GPT-2's Conv1D weights, stored (in, out), the transpose of lmtrain's nn::Linear (out, in)
+/// (GGUF keeps lmtrain's layout).
 struct Gpt2Name {
   std::string gpt2, lmtrain;
   bool transpose = false;
+  std::string gguf;
 };
 
-/// The name map of an architecture: wte, wpe (learned positions only), every block, ln_f, lm_head (untied).
+/// The name map of an architecture: wte, wpe (learned positions only), every block, ln_f, lm_head (untied;
+/// llama.cpp reuses token_embd when output.weight is absent).
 std::vector<Gpt2Name> gpt2_names(const model::GptConfig& a);
 
 /// The weights of a model in GPT-2's form, by lmtrain name, on the CPU: with embedding_scale sqrt_d and an

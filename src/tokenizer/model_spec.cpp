@@ -66,13 +66,14 @@ class Wire {
     }
   }
 
- private:
-  void need(uint64_t n) const {
-    if (n > end_ - at_) bad("a field running past its message");
-  }
   [[noreturn]] void bad(const std::string& what) const {
     throw DataError("[tokenizer] '" + file_ + "': expected a SentencePiece model (protobuf ModelProto), got " + what +
                     " at byte " + std::to_string(at_) + ". Hint: pass a tokenizer.model written by SentencePiece.");
+  }
+
+ private:
+  void need(uint64_t n) const {
+    if (n > end_ - at_) bad("a field running past its message");
   }
 
   const std::string& b_;
@@ -89,7 +90,9 @@ PieceSpec read_piece(Wire w) {
     } else if (field == 2 && type == 5) {
       p.score = w.fixed32_float();
     } else if (field == 3 && type == 0) {
-      p.type = static_cast<PieceType>(w.varint());
+      const uint64_t t = w.varint();
+      if (t < 1 || t > 6) w.bad("piece type " + std::to_string(t));
+      p.type = static_cast<PieceType>(t);
     } else {
       w.skip(type);
     }

@@ -1,7 +1,7 @@
 // What a SentencePiece model file says about itself, read from its serialized ModelProto without
 // libprotobuf (the bridge's protobuf stays behind the bridge): every piece with its score and type, the
 // algorithm, byte fallback and the normaliser. The GGUF export writes the pieces; a resume compares the
-// settings with the config; `tokenizer stats` prints them.
+// settings with the config.
 #pragma once
 
 #include <cstdint>
@@ -33,7 +33,8 @@ struct ModelSpec {
 /// SentencePiece's own name (a tokenizer lmtrain did not train).
 std::string normalization_name(const ModelSpec& s);
 
-/// Reads `model_file`. Throws DataError naming the file when it is not a SentencePiece model.
+/// Reads `model_file`. Throws DataError naming the file when it is not a SentencePiece model (including a
+/// piece type outside SentencePiece's 1..6).
 ModelSpec read_model_spec(const std::filesystem::path& model_file);
 
 }  // namespace lm::tokenizer

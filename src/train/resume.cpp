@@ -112,7 +112,13 @@ void preflight_resume(const TrainJob& job, const fs::path& ckpt, const data::Cor
   if (job.init_from.empty()) {  // a fine-tune keeps its base's tokenizer, whatever the config's section says
     // The tokenizer's own settings, read from the checkpoint's copy: a changed one would retrain the
     // tokenizer, and the ids would no longer mean the token table's rows.
-    const tokenizer::ModelSpec spec = tokenizer::read_model_spec(ckpt / "tokenizer.model");
+    tokenizer::ModelSpec spec;
+    try {
+      spec = tokenizer::read_model_spec(ckpt / "tokenizer.model");
+    } catch (const DataError& e) {  // the checkpoint's own file is bad
+      throw CheckpointError("[resume] " + ckpt.string() + ": " + e.what());
+    }
+    compare(p, "tokenizer.model_type", spec.algorithm, to_string(job.tokenizer.model_type));
     compare(p, "tokenizer.byte_fallback", std::string(spec.byte_fallback ? "true" : "false"),
             std::string(job.tokenizer.byte_fallback ? "true" : "false"));
     compare(p, "tokenizer.normalization", tokenizer::normalization_name(spec), to_string(job.tokenizer.normalization));
