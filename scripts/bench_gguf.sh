@@ -6,8 +6,8 @@
 #    ordinary pieces (scripts/bits_per_byte.py).
 # 2. The byte-fallback models (seed 1337) exported as GGUF f32, f16 and q8_0: file size, llama.cpp's largest
 #    probability gap to lmtrain over a sentence's top 10 (scripts/check_gguf.mjs), and llama.cpp's loss over
-#    64 evenly spread validation windows (KJV; all 32 of the Korean FAQ), beside scripts/check_hf_export.py's
-#    erf forward of the same windows.
+#    64 evenly spread validation windows (KJV; all 32 of the Korean FAQ), beside the erf forward of
+#    scripts/check_hf_export.py over the same windows (scripts/bits_per_byte.py --loss).
 # Usage: scripts/bench_gguf.sh   (about 20 minutes on 2 cores; runs in $BENCH_OUT, default build/bench-gguf)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -40,21 +40,7 @@ for corpus in kjv ko; do
   run=$out/$corpus-true-1337
   windows=$([ $corpus = kjv ] && echo 64 || echo 32)
   $lm inspect probs --checkpoint "$run" --text "${text[$corpus]}" --json -k 10 > "$run.probs.json"
-  ref=$($py - "$run-hf" "$run/val.bin" "$windows" <<'PY'
-import json, sys
-sys.path.insert(0, "scripts")
-import numpy as np, torch, check_hf_export as ch
-hf, val, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
-cfg = json.load(open(f"{hf}/config.json")); w = ch.read_weights(f"{hf}/model.safetensors")
-ids = np.frombuffer(open(val, "rb").read()[256:], dtype="<u2").astype(np.int64)
-T = cfg["n_positions"]; total = (len(ids) - 1) // T; s = 0.0
-with torch.no_grad():
-    for k in range(n):
-        x = ids[(k * total // n) * T:][:T + 1]
-        s -= float(ch.gpt2_log_probs(cfg, w, torch.tensor(x[:-1]))[torch.arange(T), torch.tensor(x[1:])].mean())
-print(f"{s / n:.4f}")
-PY
-)
+  ref=$($py scripts/bits_per_byte.py --loss "$run-hf" "$run/val.bin" "$windows")
   for type in f32 f16 q8_0; do
     $lm export --checkpoint "$run" --format gguf --type $type --out "$run.$type.gguf" > /dev/null 2>&1
     check=$(node scripts/check_gguf.mjs --model "$run.$type.gguf" --probs "$run.probs.json" --tolerance 1 \
