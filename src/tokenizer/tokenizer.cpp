@@ -259,6 +259,7 @@ std::string Tokenizer::piece(int32_t id) const {
 
 int32_t Tokenizer::piece_to_id(const std::string& piece) const { return bridge().piece_to_id(h_->p, piece.c_str()); }
 int32_t Tokenizer::unk_id() const { return bridge().special_id(h_->p, 0); }
+int32_t Tokenizer::pad_id() const { return bridge().special_id(h_->p, 3); }
 
 std::vector<int32_t> decoded_bytes_per_id(const Tokenizer& tok) {
   static const std::string kMark = "\xE2\x96\x81";  // U+2581

@@ -43,6 +43,8 @@ class Tokenizer {
   int32_t piece_to_id(const std::string& piece) const;
   int32_t eos_id() const;
   int32_t unk_id() const;
+  /// The padding id, -1 when the model has none (lmtrain's tokenizers have none).
+  int32_t pad_id() const;
   /// The characters of `text` (one entry per occurrence, spaces aside) that encode to the unknown piece.
   std::vector<std::string> unknown_characters(std::string_view text) const;
   /// SHA-256 of the model file: identifies the tokenizer in token files and checkpoints.
