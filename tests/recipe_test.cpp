@@ -120,7 +120,9 @@ TEST(Recipe, InitKeysSetWhatTheySayAndLeaveTheRestAlone) {
   EXPECT_NEAR(blk->attn->qkv->weight.std().item<double>(), 0.05, 0.003);
   EXPECT_NEAR(blk->mlp->proj->weight.std().item<double>(), 0.05 / std::sqrt(2.0 * 2), 0.003);
   for (auto& [name, t] : model::named_weights(*c)) {
-    if (name.find("ln") == std::string::npos) EXPECT_EQ(name.find(".bias"), std::string::npos) << name;
+    if (name.find("ln") == std::string::npos) {
+      EXPECT_EQ(name.find(".bias"), std::string::npos) << name;
+    }
   }
 }
 
