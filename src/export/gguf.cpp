@@ -53,18 +53,19 @@ std::vector<KeyValue> vocabulary(const checkpoint::LoadedCheckpoint& ck, const t
   }
   tokenizer::Tokenizer tok(ck.tokenizer_model);
   const auto eos = static_cast<uint32_t>(tok.eos_id());
-  std::vector<KeyValue> out = {{"tokenizer.ggml.model", std::string("llama")},
-          {"tokenizer.ggml.pre", std::string("default")},
-          {"tokenizer.ggml.tokens", tokens},
-          {"tokenizer.ggml.scores", scores},
-          {"tokenizer.ggml.token_type", types},
-          // lmtrain starts every text with </s> (the end of the line before it): llama.cpp's bos is that id.
-          {"tokenizer.ggml.bos_token_id", eos},
-          {"tokenizer.ggml.eos_token_id", eos},
-          {"tokenizer.ggml.unknown_token_id", static_cast<uint32_t>(tok.unk_id())},
-          {"tokenizer.ggml.add_bos_token", true},
-          {"tokenizer.ggml.add_eos_token", false},
-          {"tokenizer.ggml.add_space_prefix", spec.add_dummy_prefix}};
+  std::vector<KeyValue> out = {
+      {"tokenizer.ggml.model", std::string("llama")},
+      {"tokenizer.ggml.pre", std::string("default")},
+      {"tokenizer.ggml.tokens", tokens},
+      {"tokenizer.ggml.scores", scores},
+      {"tokenizer.ggml.token_type", types},
+      // lmtrain starts every text with </s> (the end of the line before it): llama.cpp's bos is that id.
+      {"tokenizer.ggml.bos_token_id", eos},
+      {"tokenizer.ggml.eos_token_id", eos},
+      {"tokenizer.ggml.unknown_token_id", static_cast<uint32_t>(tok.unk_id())},
+      {"tokenizer.ggml.add_bos_token", true},
+      {"tokenizer.ggml.add_eos_token", false},
+      {"tokenizer.ggml.add_space_prefix", spec.add_dummy_prefix}};
   if (tok.pad_id() >= 0) out.push_back({"tokenizer.ggml.padding_token_id", static_cast<uint32_t>(tok.pad_id())});
   return out;
 }
