@@ -171,7 +171,7 @@ TEST(Gguf, ByteFallbackTokenizerOfTheKoreanFaqHasNoUnknownPiece) {
     cfg.vocab_size = 4096;
     cfg.byte_fallback = bytes;
     const fs::path model = dir / (bytes ? "bytes.model" : "plain.model");
-    tokenizer::train_tokenizer(dir / "faq.txt", model, cfg, 2);
+    tokenizer::train_tokenizer({dir / "faq.txt"}, model, cfg, 2);
     tokenizer::Tokenizer tok(model);
     const auto ids = tok.encode(sentence);
     const bool has_unk = std::find(ids.begin(), ids.end(), tok.unk_id()) != ids.end();

@@ -67,7 +67,7 @@ inline const fs::path& english_tokenizer_path() {
     tokenizer::TokenizerConfig cfg;
     cfg.vocab_size = 128;
     cfg.character_coverage = 1.0;
-    tokenizer::train_tokenizer(data_file("tiny_en.txt"), p, cfg, 1);
+    tokenizer::train_tokenizer({data_file("tiny_en.txt")}, p, cfg, 1);
     return p;
   }();
   return model;

@@ -51,16 +51,22 @@ TEST(TokenFile, RejectsOutOfRangeIdsAndCorruptFiles) {
 TEST(Prepare, EncodesLinesWithEndOfLineIdsAndDetectsStaleness) {
   ScratchDir dir("prep");
   tokenizer::Tokenizer tok(english_tokenizer_path());
-  auto info = data::prepare_corpus(data_file("tiny_en_val.txt"), tok, dir / "val.bin");
+  auto info = data::prepare_corpus({data_file("tiny_en_val.txt")}, tok, dir / "val.bin");
   data::TokenFile f(dir / "val.bin");
   int64_t eos = 0;
   for (uint64_t i = 0; i < f.size(); ++i) eos += f.at(i) == tok.eos_id();
   EXPECT_EQ(eos, 8);  // one per line
   EXPECT_EQ(f.at(f.size() - 1), tok.eos_id());
   EXPECT_EQ(info.tokenizer_sha256, tok.sha256());
-  EXPECT_TRUE(data::token_file_is_current(data_file("tiny_en_val.txt"), tok, dir / "val.bin"));
-  EXPECT_FALSE(data::token_file_is_current(data_file("tiny_en.txt"), tok, dir / "val.bin"));
-  EXPECT_THROW(data::prepare_corpus(dir / "missing.txt", tok, dir / "x.bin"), DataError);
+  EXPECT_TRUE(data::token_file_is_current({data_file("tiny_en_val.txt")}, tok, dir / "val.bin"));
+  EXPECT_FALSE(data::token_file_is_current({data_file("tiny_en.txt")}, tok, dir / "val.bin"));
+  EXPECT_THROW(data::prepare_corpus({dir / "missing.txt"}, tok, dir / "x.bin"), DataError);
+}
+
+data::PrepareOptions with_threads(int n) {
+  data::PrepareOptions o;
+  o.threads = n;
+  return o;
 }
 
 // Parts encoded on several threads give the file one thread gives, byte for byte, for any split (more parts
@@ -71,11 +77,11 @@ TEST(Prepare, AnyThreadCountWritesTheSameFile) {
   std::string text = slurp(data_file("tiny_en.txt"));
   text += "\n\n  \r\nA line in CRLF.\r\nthe last line, no newline";
   std::ofstream(dir / "corpus.txt") << text;
-  data::prepare_corpus(dir / "corpus.txt", tok, dir / "one.bin", 1);
+  data::prepare_corpus({dir / "corpus.txt"}, tok, dir / "one.bin", with_threads(1));
   const std::string one = slurp(dir / "one.bin");
   ASSERT_GT(one.size(), 1000u);
   for (int threads : {2, 3, 7, 5000}) {
-    data::prepare_corpus(dir / "corpus.txt", tok, dir / "many.bin", threads);
+    data::prepare_corpus({dir / "corpus.txt"}, tok, dir / "many.bin", with_threads(threads));
     EXPECT_EQ(slurp(dir / "many.bin"), one) << threads << " threads";
   }
 }
@@ -85,7 +91,7 @@ TEST(Prepare, AnyThreadCountWritesTheSameFile) {
 TEST(Evaluate, BitsPerByteDividesTheNatsByTheBytes) {
   ScratchDir dir("bpb");
   tokenizer::Tokenizer tok(english_tokenizer_path());
-  data::prepare_corpus(data_file("tiny_en.txt"), tok, dir / "val.bin");
+  data::prepare_corpus({data_file("tiny_en.txt")}, tok, dir / "val.bin");
   data::TokenFile file(dir / "val.bin");
   torch::manual_seed(5);
   model::Gpt m(tiny_config(128));

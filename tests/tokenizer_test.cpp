@@ -52,7 +52,7 @@ TEST(Tokenizer, RoundTripsKoreanText) {
   cfg.model_type = tokenizer::ModelType::kUnigram;
   cfg.character_coverage = 1.0;
   fs::path model = dir / "ko.model";
-  tokenizer::train_tokenizer(data_file("tiny_ko.txt"), model, cfg, 1);
+  tokenizer::train_tokenizer({data_file("tiny_ko.txt")}, model, cfg, 1);
   tokenizer::Tokenizer tok(model);
   const std::string text = "오늘은 날씨가 좋아서 공원에 산책을 갔다.";
   auto ids = tok.encode(text);
@@ -67,7 +67,7 @@ TEST(Tokenizer, TooLargeVocabFailsClearlyAndLeavesNoFile) {
   cfg.vocab_size = 100000;
   fs::path model = dir / "big.model";
   try {
-    tokenizer::train_tokenizer(data_file("tiny_en.txt"), model, cfg, 1);
+    tokenizer::train_tokenizer({data_file("tiny_en.txt")}, model, cfg, 1);
     FAIL() << "expected DataError";
   } catch (const DataError& e) {
     EXPECT_NE(std::string(e.what()).find("vocab_size=100000"), std::string::npos) << e.what();
@@ -85,7 +85,7 @@ TEST(Tokenizer, TooLargeVocabNamesTheLargestThatFits) {
     cfg.model_type = tokenizer::parse_model_type(type);
     std::string why;
     try {
-      tokenizer::train_tokenizer(data_file("tiny_en.txt"), dir / "t.model", cfg, 1);
+      tokenizer::train_tokenizer({data_file("tiny_en.txt")}, dir / "t.model", cfg, 1);
     } catch (const DataError& e) {
       why = e.what();
     }
@@ -94,7 +94,7 @@ TEST(Tokenizer, TooLargeVocabNamesTheLargestThatFits) {
     ASSERT_NE(at, std::string::npos) << type << ": " << why;
     cfg.vocab_size = std::stoi(why.substr(at + says.size()));
     EXPECT_LT(cfg.vocab_size, 5000) << why;
-    tokenizer::train_tokenizer(data_file("tiny_en.txt"), dir / "t.model", cfg, 1);
+    tokenizer::train_tokenizer({data_file("tiny_en.txt")}, dir / "t.model", cfg, 1);
     EXPECT_EQ(tokenizer::Tokenizer(dir / "t.model").vocab_size(), cfg.vocab_size) << type;
   }
 }
@@ -108,10 +108,10 @@ TEST(Tokenizer, EnsureRetrainsOnlyWhenSettingsChange) {
   tokenizer::TokenizerConfig cfg;
   cfg.vocab_size = 100;
   fs::path model = dir / "t.model";
-  EXPECT_TRUE(tokenizer::ensure_tokenizer(data_file("tiny_en.txt"), model, cfg, 1));
-  EXPECT_FALSE(tokenizer::ensure_tokenizer(data_file("tiny_en.txt"), model, cfg, 1));
+  EXPECT_TRUE(tokenizer::ensure_tokenizer({data_file("tiny_en.txt")}, model, cfg, 1));
+  EXPECT_FALSE(tokenizer::ensure_tokenizer({data_file("tiny_en.txt")}, model, cfg, 1));
   cfg.vocab_size = 110;
-  EXPECT_TRUE(tokenizer::ensure_tokenizer(data_file("tiny_en.txt"), model, cfg, 1));
+  EXPECT_TRUE(tokenizer::ensure_tokenizer({data_file("tiny_en.txt")}, model, cfg, 1));
   EXPECT_EQ(tokenizer::Tokenizer(model).vocab_size(), 110);
 }
 

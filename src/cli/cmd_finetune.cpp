@@ -27,18 +27,31 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The original run held its validation lines out of data.train: the forgetting report cuts the same lines
-// again (same file, fraction and seed), and says so if they no longer hash as the checkpoint recorded.
-data::SplitSpec original_held_out(const config::RunConfig& saved, const fs::path& from) {
-  tokenizer::check_corpus_file(saved.data.train, "original training corpus (its held-out lines are the original "
-                               "validation text; or set finetune.original_val)");
+// Where the forgetting report's original validation text comes from.
+struct OriginalVal {
+  std::optional<data::SplitSpec> split;  ///< the lines the original run held out of its one training file
+  tokenizer::CorpusFiles files;          ///< else these files
+};
+
+// The original run held its validation text out of data.train: the forgetting report cuts the same lines
+// again (same file, fraction and seed), and says so if they no longer hash as the checkpoint recorded; of
+// several training files, it takes the same held-out files.
+OriginalVal original_held_out(const config::RunConfig& saved, const fs::path& from) {
+  const auto files = tokenizer::list_corpus_files(saved.data.train, "original training corpus (its held-out lines "
+                                                  "are the original validation text; or set finetune.original_val)");
+  if (files.size() > 1) {
+    auto held = data::hold_out_files(files, saved.data.val_fraction, saved.run.seed).val;
+    spdlog::info("finetune: the forgetting report validates on the files {} held out of {}: {}", from.string(),
+                 saved.data.train, tokenizer::describe_files(held));
+    return {std::nullopt, std::move(held)};
+  }
   spdlog::info("finetune: the forgetting report validates on the lines {} held out of {}", from.string(), saved.data.train);
-  return data::SplitSpec{saved.data.train, saved.data.val_fraction, saved.run.seed};
+  return {data::SplitSpec{files[0], saved.data.val_fraction, saved.run.seed}, {}};
 }
 
 // The checkpoint fixes the architecture and tokenizer: YAML/--set values that say otherwise are errors.
-// Returns how to cut the original validation text when the checkpoint's run held it out of its training file.
-std::optional<data::SplitSpec> adopt_checkpoint(config::RunConfig& cfg, const fs::path& from) {
+// Returns where the original validation text comes from.
+OriginalVal adopt_checkpoint(config::RunConfig& cfg, const fs::path& from) {
   const model::GptConfig arch = checkpoint::read_arch(from);
   const auto saved = config::parse_config(util::read_file(from / "config.yaml", "checkpoint config"),
                                           (from / "config.yaml").string(), {});
@@ -59,19 +72,21 @@ std::optional<data::SplitSpec> adopt_checkpoint(config::RunConfig& cfg, const fs
   cfg.finetune.from = from.string();
   if (cfg.finetune.original_val.empty()) cfg.finetune.original_val = saved.data.val;
   if (cfg.finetune.original_val.empty()) return original_held_out(saved, from);
-  if (!fs::is_regular_file(cfg.finetune.original_val)) {  // needed only at the end: say so before training
+  std::error_code ec;
+  if (!fs::exists(cfg.finetune.original_val, ec) && cfg.finetune.original_val.find_first_of("*?[") == std::string::npos) {
+    // needed only at the end: say so before training
     throw DataError("[finetune] original_val: expected the original corpus's validation text for the forgetting "
                     "report, got '" + cfg.finetune.original_val + "' (no such file). Hint: set finetune.original_val.");
   }
-  return std::nullopt;
+  return {std::nullopt, tokenizer::list_corpus_files(cfg.finetune.original_val, "original validation text")};
 }
 
 // End-of-run (and periodic) reports against the starting checkpoint.
 class Reporter {
  public:
-  Reporter(const config::RunConfig& cfg, const fs::path& from, std::optional<data::SplitSpec> original_split)
+  Reporter(const config::RunConfig& cfg, const fs::path& from, OriginalVal original)
       : cfg_(cfg), run_dir_(cfg.run.dir), base_(checkpoint::load_checkpoint(from)), tok_(base_.tokenizer_model),
-        original_split_(std::move(original_split)) {}
+        original_(std::move(original)) {}
 
   void operator()(model::GptImpl& model, int64_t step, train::ReportKind kind) {
     const bool final = kind == train::ReportKind::kFinal;
@@ -92,7 +107,9 @@ class Reporter {
  private:
   void forgetting(model::GptImpl& model) {
     // tok_ is the checkpoint's tokenizer, which the run copied: the one its token files use.
-    const fs::path orig_text = original_text(), orig_bin = run_dir_ / "original_val.bin";
+    const tokenizer::CorpusFiles orig_text = original_text();
+    const fs::path orig_bin = run_dir_ / "original_val.bin";
+    const std::string orig_name = orig_text.size() == 1 ? orig_text[0].string() : tokenizer::describe_files(orig_text);
     if (!data::token_file_is_current(orig_text, tok_, orig_bin)) data::prepare_corpus(orig_text, tok_, orig_bin);
     data::TokenFile new_val(run_dir_ / "val.bin"), old_val(orig_bin);
     // "before" is measured where and how "after" is: the starting weights in a model with the same
@@ -108,25 +125,25 @@ class Reporter {
     std::printf("  %-44s %9s %9s %9s\n", "", "before", "after", "change");
     const std::string new_name = cfg_.data.val.empty() ? (run_dir_ / "val.txt").string() : cfg_.data.val;
     std::printf("  %-44s %9.4f %9.4f %+9.4f\n", ("new: " + new_name).c_str(), new_before, new_after, new_after - new_before);
-    std::printf("  %-44s %9.4f %9.4f %+9.4f\n", ("original: " + orig_text.string()).c_str(), old_before, old_after,
+    std::printf("  %-44s %9.4f %9.4f %+9.4f\n", ("original: " + orig_name).c_str(), old_before, old_after,
                 old_after - old_before);
     std::fflush(stdout);
     nlohmann::json j = {{"new", {{"val", new_name}, {"before", new_before}, {"after", new_after}}},
-                        {"original", {{"val", orig_text.string()}, {"before", old_before}, {"after", old_after}}}};
+                        {"original", {{"val", orig_name}, {"before", old_before}, {"after", old_after}}}};
     util::atomic_write_file(run_dir_ / "forgetting.json", j.dump(2) + "\n");
   }
 
-  // The original validation text: finetune.original_val, or the lines the original run held out, cut again.
-  fs::path original_text() const {
-    if (!original_split_) return cfg_.finetune.original_val;
-    const data::CorpusSplit split = data::split_corpus(*original_split_);
+  // The original validation text: finetune.original_val, or the lines (files) the original run held out.
+  tokenizer::CorpusFiles original_text() const {
+    if (!original_.split) return original_.files;
+    const data::CorpusSplit split = data::split_corpus(*original_.split);
     const fs::path out = run_dir_ / "original_val.txt";
     util::atomic_write_file(out, split.val);
     if (split.val_sha256 != base_.state.data.val_source_sha256) {
       spdlog::warn("finetune: the lines held out of {} differ from those the checkpoint validated on (the file "
-                   "changed since): the forgetting report uses today's", original_split_->source.string());
+                   "changed since): the forgetting report uses today's", original_.split->source.string());
     }
-    return out;
+    return {out};
   }
 
   config::RunConfig cfg_;
@@ -134,7 +151,7 @@ class Reporter {
   checkpoint::LoadedCheckpoint base_;
   tokenizer::Tokenizer tok_;
   std::vector<int64_t> counts_;
-  std::optional<data::SplitSpec> original_split_;
+  OriginalVal original_;
 };
 
 }  // namespace
@@ -163,7 +180,7 @@ void add_finetune_commands(CLI::App& app) {
     config::RunConfig cfg = config::load_config(o->config, overrides);
     const fs::path from = checkpoint::resolve_checkpoint(o->from);
     checkpoint::verify_checkpoint(from);
-    std::optional<data::SplitSpec> original_split = adopt_checkpoint(cfg, from);
+    OriginalVal original = adopt_checkpoint(cfg, from);
     if (cfg.finetune.untie_head && cfg.model.tie_embeddings) {
       cfg.model.tie_embeddings = false;
       spdlog::info("untie_head: head.weight starts as a copy of tok_emb.weight and trains on its own");
@@ -182,7 +199,7 @@ void add_finetune_commands(CLI::App& app) {
     job.embedding_lr_scale = cfg.finetune.embedding_lr_scale;
     job.unfreeze = train::unfreeze_prefixes(cfg.finetune);
     job.unfreeze_after = cfg.finetune.unfreeze_embeddings_after;
-    auto reporter = std::make_shared<Reporter>(cfg, from, original_split);
+    auto reporter = std::make_shared<Reporter>(cfg, from, original);
     job.on_report = [reporter](model::GptImpl& m, int64_t step, train::ReportKind kind) { (*reporter)(m, step, kind); };
     job.report_every = cfg.finetune.drift_every;
     spdlog::info("fine-tune run dir {}, from {}", cfg.run.dir, from.string());

@@ -110,8 +110,8 @@ void add_model_reading_commands(CLI::App& inspect) {
 
 void run_dry_run(const config::RunConfig& cfg) {
   // the files a real run reads, checked the same way (a dry run that passes means the paths are right)
-  tokenizer::check_corpus_file(cfg.data.train, "training corpus");
-  if (!cfg.data.val.empty()) tokenizer::check_corpus_file(cfg.data.val, "validation text");
+  tokenizer::list_corpus_files(cfg.data.train, "training corpus");
+  if (!cfg.data.val.empty()) tokenizer::list_corpus_files(cfg.data.val, "validation text");
   model::GptConfig arch = cfg.model;
   const fs::path run(cfg.run.dir);
   arch.vocab_size = cfg.tokenizer.vocab_size;

@@ -5,6 +5,7 @@
 #include "cli/commands.h"
 #include "config/config.h"
 #include "inspect/tokenizer_stats.h"
+#include "tokenizer/corpus_text.h"
 #include "tokenizer/tokenizer.h"
 #include "util/errors.h"
 #include "util/fs.h"
@@ -45,16 +46,18 @@ void add_train_command(CLI::App* tokcmd) {
     std::string input, model, model_type = "bpe", normalization = "nfkc";
     tokenizer::TokenizerConfig cfg;
     int threads = 2;
+    uint64_t seed = 1337;
   };
   auto t = std::make_shared<TrainOpts>();
   auto* train = tokcmd->add_subcommand("train", "Train a tokenizer on a UTF-8 text file");
-  train->add_option("--input", t->input, "training text")->required();
+  train->add_option("--input", t->input, "training text: a file, a directory (its files, recursively) or a quoted glob")->required();
   train->add_option("--model", t->model, "output .model file (written only on success)")->required();
   train->add_option("--vocab-size", t->cfg.vocab_size, "vocabulary size")->capture_default_str()->check(CLI::Range(8, 1000000));
   train->add_option("--model-type", t->model_type, "bpe | unigram")->capture_default_str();
   train->add_option("--character-coverage", t->cfg.character_coverage, "fraction of characters covered")
       ->capture_default_str()->check(CLI::Range(0.5, 1.0));
-  train->add_option("--max-sentences", t->cfg.max_sentences, "lines sampled (0 = all)")->capture_default_str();
+  train->add_option("--max-sentences", t->cfg.max_sentences, "lines sampled (0 = auto: all up to 100 MB of text, 1000000 above)")->capture_default_str();
+  train->add_option("--seed", t->seed, "seed of the sample of lines")->capture_default_str();
   train->add_option("--byte-fallback", t->cfg.byte_fallback, "true: 256 byte pieces, no character is <unk>")->capture_default_str();
   train->add_option("--normalization", t->normalization, "nfkc | identity (the text as it is, as llama.cpp)")->capture_default_str();
   train->add_option("--threads", t->threads, "trainer threads")->capture_default_str()->check(CLI::Range(1, 1 << 30));
@@ -62,7 +65,8 @@ void add_train_command(CLI::App* tokcmd) {
     t->cfg.model_type = tokenizer::parse_model_type(t->model_type);
     t->cfg.normalization = tokenizer::parse_normalization(t->normalization);
     try {
-      tokenizer::train_tokenizer(t->input, t->model, t->cfg, t->threads);
+      tokenizer::train_tokenizer(tokenizer::list_corpus_files(t->input, "training corpus"), t->model, t->cfg, t->threads,
+                                 t->seed);
     } catch (const DataError& e) {  // the hint names the config keys; here the user set flags
       std::string why = e.what();
       for (auto [key, flag] : {std::pair<std::string, std::string>{"tokenizer.vocab_size", "--vocab-size"},

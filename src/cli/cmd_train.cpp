@@ -10,6 +10,7 @@
 #include "cli/jobs.h"
 #include "config/config.h"
 #include "data/split.h"
+#include "tokenizer/corpus_text.h"
 #include "checkpoint/checkpoint.h"
 #include "dist/group.h"
 #include "train/resume.h"
@@ -22,14 +23,24 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// One training file: the run trains on run.dir/train.txt and validates on run.dir/val.txt, both cut from it.
+// No validation text. One training file: the run trains on run.dir/train.txt and validates on run.dir/val.txt,
+// both cut from it. Several: whole files are held out.
 void set_held_out_split(train::TrainJob& job, const config::RunConfig& cfg) {
-  job.split = data::SplitSpec{cfg.data.train, cfg.data.val_fraction, cfg.run.seed};
-  job.train_text = job.run_dir() / "train.txt";
-  job.val_text = job.run_dir() / "val.txt";
+  if (job.train_files.size() > 1) {
+    const data::FileSplit split = data::hold_out_files(job.train_files, cfg.data.val_fraction, cfg.run.seed);
+    spdlog::info("data: held out {} of {} files of '{}' as validation (data.val_fraction {}, run.seed {}): {}",
+                 split.val.size(), job.train_files.size(), cfg.data.train, cfg.data.val_fraction, cfg.run.seed,
+                 tokenizer::describe_files(split.val));
+    job.train_files = split.train;
+    job.val_files = split.val;
+    return;
+  }
+  job.split = data::SplitSpec{job.train_files.at(0), cfg.data.val_fraction, cfg.run.seed};
+  job.train_files = {job.run_dir() / "train.txt"};
+  job.val_files = {job.run_dir() / "val.txt"};
   std::error_code ec;
-  for (const auto& part : {job.train_text, job.val_text}) {
-    if (fs::weakly_canonical(cfg.data.train, ec) == fs::weakly_canonical(part, ec)) {
+  for (const auto& part : {job.train_files[0], job.val_files[0]}) {
+    if (fs::weakly_canonical(job.split->source, ec) == fs::weakly_canonical(part, ec)) {
       throw ConfigError("[data] data.train '" + cfg.data.train + "' is " + part.string() +
                         ", which a run with data.val empty writes: expected a file outside run.dir. Hint: move it, "
                         "or set data.val.");
@@ -43,9 +54,10 @@ train::TrainJob make_train_job(const config::RunConfig& cfg, const std::string& 
                                const train::ResumeSpec& resume, dist::Group* group) {
   train::TrainJob job;
   job.run = cfg.run;
-  job.train_text = cfg.data.train;
-  job.val_text = cfg.data.val;
+  job.train_files = tokenizer::list_corpus_files(cfg.data.train, "training corpus");
+  if (!cfg.data.val.empty()) job.val_files = tokenizer::list_corpus_files(cfg.data.val, "validation text");
   if (cfg.data.val.empty()) set_held_out_split(job, cfg);
+  job.shard_tokens = static_cast<uint64_t>(cfg.data.shard_tokens);
   job.tokenizer = cfg.tokenizer;
   job.model = cfg.model;
   job.train = cfg.train;

@@ -23,8 +23,8 @@ void set_command_line(int argc, char** argv) { g_command_line.assign(argv, argv 
 
 RunProcess::RunProcess(const config::RunConfig& cfg) {
   // The texts first: a missing corpus is reported before the run directory is created or locked.
-  tokenizer::check_corpus_file(cfg.data.train, "training corpus");
-  if (!cfg.data.val.empty()) tokenizer::check_corpus_file(cfg.data.val, "validation text");
+  tokenizer::list_corpus_files(cfg.data.train, "training corpus");
+  if (!cfg.data.val.empty()) tokenizer::list_corpus_files(cfg.data.val, "validation text");
   if (auto env = dist::launch_env_from_process(); env && env->world_size > 1) {
     util::set_log_rank(env->rank);
     group_ = std::make_unique<dist::Group>(*env, cfg.dist);

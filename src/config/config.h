@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "checkpoint/checkpoint_config.h"
+#include "data/token_file.h"
 #include "dist/dist_config.h"
 #include "model/gpt_config.h"
 #include "tokenizer/tokenizer_config.h"
@@ -25,9 +26,14 @@ namespace lm::config {
 
 /// YAML section `data`. Paths are relative to the current working directory.
 struct DataSection {
-  std::string train;  ///< training text (UTF-8, one line = one unit, e.g. a verse)
-  std::string val;    ///< validation text; empty = hold out `val_fraction` of train's lines (data/split.h)
-  double val_fraction = 0.05;  ///< share of train's lines held out when `val` is empty; in (0, 0.5]
+  /// training text (UTF-8, one line = one unit, e.g. a verse): a file, a directory or a glob pattern
+  /// (tokenizer::list_corpus_files)
+  std::string train;
+  /// validation text, the same forms; empty = hold out `val_fraction` of train's lines (one file) or of its
+  /// files (several; data/split.h)
+  std::string val;
+  double val_fraction = 0.05;  ///< share of train's lines (or files) held out when `val` is empty; in (0, 0.5]
+  int64_t shard_tokens = static_cast<int64_t>(data::kDefaultShardTokens);  ///< ids per token-data shard; >= 1024
 };
 
 struct RunConfig {

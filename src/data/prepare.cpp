@@ -1,15 +1,20 @@
 #include "data/prepare.h"
 
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
 #include <exception>
+#include <mutex>
 #include <string_view>
 #include <thread>
 #include <vector>
 
-#include "tokenizer/corpus_text.h"
 #include "util/errors.h"
-#include "util/fs.h"
-#include "util/hash.h"
 #include "util/threads.h"
 
 namespace lm::data {
@@ -36,90 +41,154 @@ void encode_lines(std::string_view text, const tokenizer::Tokenizer& tok, std::v
   }
 }
 
-// `text` cut into at most `parts` pieces of about equal size, each ending after a newline (or at the end).
-std::vector<std::string_view> split_at_lines(std::string_view text, size_t parts) {
-  std::vector<std::string_view> out;
-  size_t start = 0;
-  for (size_t i = 1; i <= parts && start < text.size(); ++i) {
-    size_t end = text.size();
-    if (i < parts) {
-      const size_t newline = text.find('\n', std::max(start, text.size() * i / parts));
-      end = newline == std::string_view::npos ? text.size() : newline + 1;
-    }
-    out.push_back(text.substr(start, end - start));
-    start = end;
-  }
-  return out;
-}
-
 constexpr int kMaxEncodeThreads = 64;
+constexpr uint64_t kLogProgressBytes = uint64_t{64} << 20;
 
-int encode_threads(int requested, size_t bytes) {
+int encode_threads(int requested, uint64_t bytes) {
   if (requested > 0) return std::min(requested, kMaxEncodeThreads);
-  if (bytes < (size_t{1} << 20)) return 1;
+  if (bytes < (uint64_t{1} << 20)) return 1;
   return std::min(util::usable_cores(), 8);
 }
 
-// Joins every started thread when it goes out of scope, also when starting one more threw.
-struct JoinAll {
-  std::vector<std::thread>& threads;
-  ~JoinAll() {
-    for (auto& t : threads) {
-      if (t.joinable()) t.join();
+// Progress of one prepare: a live line on a terminal (stderr), else a log line at every 10% of a large corpus.
+class Progress {
+ public:
+  Progress(bool enabled, uint64_t total) : total_(total), live_(enabled && ::isatty(STDERR_FILENO)),
+                                           logged_(enabled && !live_ && total >= kLogProgressBytes) {}
+  ~Progress() {
+    if (live_ && drawn_) std::fputc('\n', stderr);
+  }
+  void update(uint64_t bytes, uint64_t lines) {
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+    const double mb = bytes / 1e6, rate = s > 0 ? mb / s : 0.0;
+    const double eta = rate > 0 ? (total_ / 1e6 - mb) / rate : 0.0;
+    if (live_ && (s - last_ >= 0.25 || bytes == total_)) {
+      std::fprintf(stderr, "\r[prepare] %.1f / %.1f MB  %.1f MB/s  %.0fk lines/s  ETA %.0fs   ", mb, total_ / 1e6, rate,
+                   s > 0 ? lines / s / 1e3 : 0.0, std::max(0.0, eta));
+      std::fflush(stderr);
+      drawn_ = true;
+      last_ = s;
+    }
+    if (logged_ && total_ > 0 && bytes * 10 / total_ > tenths_) {
+      tenths_ = bytes * 10 / total_;
+      spdlog::info("prepare: {}% ({:.1f} of {:.1f} MB, {:.1f} MB/s, {} lines, ETA {:.0f}s)", tenths_ * 10, mb,
+                   total_ / 1e6, rate, lines, std::max(0.0, eta));
     }
   }
+
+ private:
+  uint64_t total_;
+  bool live_, logged_, drawn_ = false;
+  uint64_t tenths_ = 0;
+  double last_ = -1.0;
+  std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
+};
+
+// The encoding pipeline: each thread takes the next block from the reader (in turn), encodes it, and
+// appends its ids when every earlier block has been appended. A thread holds one block at a time, so at
+// most `threads` blocks are alive.
+class Pipeline {
+ public:
+  Pipeline(tokenizer::CorpusReader& reader, const tokenizer::Tokenizer& tok, TokenWriter& writer, Progress& progress)
+      : reader_(reader), tok_(tok), writer_(writer), progress_(progress) {}
+
+  void run(int threads, PrepareStats& stats) {
+    std::vector<std::thread> workers;
+    for (int i = 1; i < threads; ++i) {
+      try {
+        workers.emplace_back([this] { work(); });
+      } catch (...) {  // could not start a thread: stop the others, then report it
+        fail(std::current_exception());
+        break;
+      }
+    }
+    work();  // this thread too
+    for (auto& t : workers) t.join();
+    if (error_) std::rethrow_exception(error_);
+    stats.blocks = next_read_;
+    stats.max_blocks_alive = max_alive_;
+  }
+
+ private:
+  void fail(std::exception_ptr e) {
+    std::lock_guard<std::mutex> lock(write_mu_);
+    if (!error_) error_ = e;
+    failed_ = true;
+    turn_.notify_all();
+  }
+
+  void work() {
+    try {
+      std::string block;
+      std::vector<int32_t> ids;
+      for (;;) {
+        uint64_t seq = 0, bytes = 0, lines = 0;  // bytes and lines read up to the end of this block
+        {
+          std::lock_guard<std::mutex> lock(read_mu_);
+          if (failed_ || !reader_.next(block)) return;
+          seq = next_read_++;
+          bytes = reader_.bytes_read();
+          lines = reader_.lines_read();
+          std::lock_guard<std::mutex> count(write_mu_);
+          max_alive_ = std::max(max_alive_, ++alive_);
+        }
+        ids.clear();
+        encode_lines(block, tok_, ids);
+        std::unique_lock<std::mutex> lock(write_mu_);
+        turn_.wait(lock, [&] { return failed_ || next_write_ == seq; });
+        if (failed_) return;
+        writer_.append(ids.data(), ids.size());
+        ++next_write_;
+        --alive_;
+        progress_.update(bytes, lines);
+        turn_.notify_all();
+      }
+    } catch (...) {
+      fail(std::current_exception());
+    }
+  }
+
+  tokenizer::CorpusReader& reader_;
+  const tokenizer::Tokenizer& tok_;
+  TokenWriter& writer_;
+  Progress& progress_;
+  std::mutex read_mu_, write_mu_;  // read_mu_ before write_mu_ when both are held; failed_ under write_mu_
+  std::condition_variable turn_;
+  uint64_t next_read_ = 0, next_write_ = 0, alive_ = 0, max_alive_ = 0;
+  std::atomic<bool> failed_{false};
+  std::exception_ptr error_;
 };
 
 }  // namespace
 
-TokenFileInfo prepare_corpus(const fs::path& corpus, const tokenizer::Tokenizer& tok, const fs::path& out,
-                             int threads) {
-  const std::string text = tokenizer::read_corpus(corpus, "corpus");
-  const auto parts = split_at_lines(text, static_cast<size_t>(encode_threads(threads, text.size())));
-  std::vector<std::vector<int32_t>> part_ids(parts.size());
-  std::vector<std::exception_ptr> errors(parts.size());
+TokenFileInfo prepare_corpus(const tokenizer::CorpusFiles& corpus, const tokenizer::Tokenizer& tok,
+                             const fs::path& out, const PrepareOptions& opts, PrepareStats* stats) {
+  tokenizer::CorpusReader reader(corpus, opts.block_bytes);
+  TokenWriter writer(out, static_cast<uint32_t>(tok.vocab_size()), tok.sha256(), opts.shard_tokens);
+  PrepareStats local;
+  local.threads = encode_threads(opts.threads, reader.total_bytes());
   {
-    std::vector<std::thread> workers;
-    JoinAll join{workers};
-    for (size_t i = 1; i < parts.size(); ++i) {  // part 0 on this thread
-      workers.emplace_back([&, i] {
-        try {
-          encode_lines(parts[i], tok, part_ids[i]);
-        } catch (...) {
-          errors[i] = std::current_exception();
-        }
-      });
-    }
-    try {
-      if (!parts.empty()) encode_lines(parts[0], tok, part_ids[0]);
-    } catch (...) {
-      errors[0] = std::current_exception();
-    }
+    Progress progress(opts.progress, reader.total_bytes());
+    Pipeline(reader, tok, writer, progress).run(local.threads, local);
   }
-  for (auto& e : errors) {
-    if (e) std::rethrow_exception(e);
+  if (writer.count() == 0) {
+    throw DataError("[prepare] corpus " + tokenizer::describe_files(corpus) + " gave no tokens: expected non-empty text");
   }
-  size_t count = 0;
-  for (const auto& part : part_ids) count += part.size();
-  std::vector<int32_t> ids;
-  ids.reserve(count);
-  for (auto& part : part_ids) {
-    ids.insert(ids.end(), part.begin(), part.end());
-    std::vector<int32_t>().swap(part);  // each part freed once copied
-  }
-  if (ids.empty()) {
-    throw DataError("[prepare] corpus '" + corpus.string() + "' gave no tokens: expected non-empty text");
-  }
-  write_token_file(out, ids, static_cast<uint32_t>(tok.vocab_size()), tok.sha256(), util::sha256_hex(text));
-  return read_token_file_info(out);
+  local.bytes = reader.bytes_read();
+  local.lines = reader.lines_read();
+  if (stats) *stats = local;
+  return writer.finish(reader.inputs());
 }
 
-bool token_file_is_current(const fs::path& corpus, const tokenizer::Tokenizer& tok, const fs::path& out) {
-  if (!fs::is_regular_file(out) || !fs::is_regular_file(corpus)) return false;
+bool token_file_is_current(const tokenizer::CorpusFiles& corpus, const tokenizer::Tokenizer& tok, const fs::path& out) {
+  if (!token_data_exists(out)) return false;
+  for (const auto& f : corpus) {
+    if (!fs::is_regular_file(f)) return false;
+  }
   try {
     TokenFileInfo info = read_token_file_info(out);
     return info.tokenizer_sha256 == tok.sha256() && info.vocab_size == static_cast<uint32_t>(tok.vocab_size()) &&
-           info.source_sha256 == util::sha256_file(corpus);
+           info.source_sha256 == tokenizer::corpus_sha256(tokenizer::hash_corpus(corpus));
   } catch (const DataError&) {
     return false;
   }

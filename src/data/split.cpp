@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <numeric>
 #include <random>
 #include <tuple>
 
@@ -102,6 +103,20 @@ void write_split(const CorpusSplit& split, const fs::path& train_out, const fs::
     if (fs::is_regular_file(*path) && util::sha256_file(*path) == *sha) continue;
     util::atomic_write_file(*path, *bytes);
   }
+}
+
+FileSplit hold_out_files(const std::vector<fs::path>& files, double fraction, uint64_t seed) {
+  const size_t n = files.size();
+  const size_t k = std::min(n - 1, std::max<size_t>(1, static_cast<size_t>(std::llround(fraction * n))));
+  std::vector<size_t> order(n);
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::mt19937_64 rng(seed ^ 0x686f6c646f7574ULL);
+  for (size_t i = n - 1; i > 0; --i) std::swap(order[i], order[rng() % (i + 1)]);  // Fisher-Yates, own draws
+  std::vector<bool> held(n, false);
+  for (size_t i = 0; i < k; ++i) held[order[i]] = true;
+  FileSplit out;
+  for (size_t i = 0; i < n; ++i) (held[i] ? out.val : out.train).push_back(files[i]);
+  return out;
 }
 
 }  // namespace lm::data

@@ -39,6 +39,16 @@ struct CorpusSplit {
 /// outside (0, 0.5].
 CorpusSplit split_corpus(const SplitSpec& spec);
 
+/// The files of a many-file corpus split into training and validation files (each list in corpus order).
+struct FileSplit {
+  std::vector<std::filesystem::path> train, val;
+};
+
+/// Holds out whole files of a corpus of two or more: round(fraction × files), at least 1 and at most all but
+/// one, chosen by `seed`, so the same files, fraction and seed give the same split everywhere.
+/// REQUIRES: files.size() >= 2, fraction in (0, 0.5].
+FileSplit hold_out_files(const std::vector<std::filesystem::path>& files, double fraction, uint64_t seed);
+
 /// One line for the log: "held out 34 of 674 lines (5.0%) of 'my.txt' as validation, 1 block: lines 301-334".
 std::string describe_split(const CorpusSplit& split, const std::filesystem::path& source);
 

@@ -5,9 +5,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <utility>
+
+#include <nlohmann/json.hpp>
 
 #include "util/errors.h"
 #include "util/fs.h"
@@ -62,19 +66,31 @@ TokenFileInfo parse_header(const unsigned char* h, size_t file_bytes, const fs::
   return info;
 }
 
+std::string make_header(const TokenFileInfo& info) {
+  std::string buf(kTokenHeaderBytes, '\0');
+  std::memcpy(&buf[0], kMagic, 8);
+  put<uint32_t>(buf, 8, kTokenFileVersion);
+  put<uint32_t>(buf, 12, info.id_bytes);
+  put<uint64_t>(buf, 16, info.count);
+  put<uint32_t>(buf, 24, info.vocab_size);
+  std::memcpy(&buf[32], info.tokenizer_sha256.data(), std::min<size_t>(64, info.tokenizer_sha256.size()));
+  std::memcpy(&buf[96], info.source_sha256.data(), std::min<size_t>(64, info.source_sha256.size()));
+  return buf;
+}
+
 }  // namespace
 
 void write_token_file(const fs::path& path, const std::vector<int32_t>& ids, uint32_t vocab_size,
                       const std::string& tokenizer_sha256, const std::string& source_sha256) {
   const uint32_t width = vocab_size <= 65535 ? 2 : 4;
-  std::string buf(kTokenHeaderBytes + ids.size() * width, '\0');
-  std::memcpy(&buf[0], kMagic, 8);
-  put<uint32_t>(buf, 8, kTokenFileVersion);
-  put<uint32_t>(buf, 12, width);
-  put<uint64_t>(buf, 16, ids.size());
-  put<uint32_t>(buf, 24, vocab_size);
-  std::memcpy(&buf[32], tokenizer_sha256.data(), std::min<size_t>(64, tokenizer_sha256.size()));
-  std::memcpy(&buf[96], source_sha256.data(), std::min<size_t>(64, source_sha256.size()));
+  TokenFileInfo info;
+  info.id_bytes = width;
+  info.count = ids.size();
+  info.vocab_size = vocab_size;
+  info.tokenizer_sha256 = tokenizer_sha256;
+  info.source_sha256 = source_sha256;
+  std::string buf = make_header(info);
+  buf.resize(kTokenHeaderBytes + ids.size() * width, '\0');
   char* out = &buf[kTokenHeaderBytes];
   for (size_t i = 0; i < ids.size(); ++i) {
     int32_t id = ids[i];
@@ -94,7 +110,20 @@ void write_token_file(const fs::path& path, const std::vector<int32_t>& ids, uin
   util::atomic_write_file(path, buf);
 }
 
-TokenFileInfo read_token_file_info(const fs::path& path) {
+fs::path index_path(const fs::path& bin) { return bin.parent_path() / (bin.stem().string() + ".index.json"); }
+
+fs::path shard_path(const fs::path& bin, size_t i) {
+  char num[16];
+  std::snprintf(num, sizeof num, "-%05zu", i);
+  return bin.parent_path() / (bin.stem().string() + num + bin.extension().string());
+}
+
+namespace {
+
+constexpr const char* kIndexFormat = "lmtrain-token-shards";
+constexpr int kIndexVersion = 1;
+
+TokenFileInfo read_single_info(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw DataError("[data] token file missing: expected a file at '" + path.string() + "'");
   unsigned char h[kTokenHeaderBytes] = {};
@@ -104,72 +133,289 @@ TokenFileInfo read_token_file_info(const fs::path& path) {
   return parse_header(h, ec ? 0 : bytes, path);
 }
 
-TokenFile::TokenFile(const fs::path& path) : path_(path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw DataError("[data] token file missing: expected a file at '" + path.string() + "'");
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    ::close(fd);
-    throw DataError("[data] cannot stat '" + path.string() + "'");
-  }
-  map_bytes_ = static_cast<size_t>(st.st_size);
-  if (map_bytes_ > 0) map_ = ::mmap(nullptr, map_bytes_, PROT_READ, MAP_PRIVATE, fd, 0);
-  ::close(fd);
-  if (map_ == MAP_FAILED || map_ == nullptr) {
-    map_ = nullptr;
-    throw DataError("[data] token file '" + path.string() + "' is empty or cannot be mapped");
-  }
+// A sharded data set's index, parsed and checked for shape; its shard files are checked by the caller.
+struct Index {
+  TokenFileInfo info;
+  std::vector<std::pair<std::string, uint64_t>> shards;  // file name (beside the index), tokens
+  std::vector<tokenizer::CorpusInput> inputs;
+};
+
+Index read_index(const fs::path& index) {
+  auto bad = [&](const std::string& what) {
+    return DataError("[data] token index '" + index.string() + "' " + what +
+                     ". Hint: regenerate it with `lmtrain prepare` (or delete it: a run remakes its token data).");
+  };
+  Index out;
   try {
-    info_ = parse_header(static_cast<const unsigned char*>(map_), map_bytes_, path);
-    ids_ = static_cast<const unsigned char*>(map_) + kTokenHeaderBytes;
-    // One pass over the ids (a few ms for the King James Bible): an id outside the vocabulary would otherwise
-    // reach the embedding lookup as an out-of-range index.
-    for (uint64_t i = 0; i < info_.count; ++i) {
-      if (const int64_t id = at(i); id >= info_.vocab_size) {
-        throw DataError("[data] token file '" + path.string() + "' holds id " + std::to_string(id) + " at position " +
-                        std::to_string(i) + ": expected ids below its vocab size " + std::to_string(info_.vocab_size) +
-                        ". Hint: regenerate it with `lmtrain prepare`.");
-      }
+    const auto j = nlohmann::json::parse(util::read_file(index, "token index"));
+    if (j.value("format", "") != kIndexFormat) throw bad("is not a token index: expected format " + std::string(kIndexFormat));
+    if (j.at("version").get<int>() != kIndexVersion) {
+      throw bad("has version " + j.at("version").dump() + ", expected " + std::to_string(kIndexVersion));
     }
-  } catch (...) {
-    ::munmap(map_, map_bytes_);
-    map_ = nullptr;
-    ids_ = nullptr;
-    throw;
+    out.info.id_bytes = j.at("id_bytes").get<uint32_t>();
+    out.info.count = j.at("tokens").get<uint64_t>();
+    out.info.vocab_size = j.at("vocab_size").get<uint32_t>();
+    out.info.tokenizer_sha256 = j.at("tokenizer_sha256").get<std::string>();
+    out.info.source_sha256 = j.at("source_sha256").get<std::string>();
+    uint64_t sum = 0;
+    for (const auto& s : j.at("shards")) {
+      const auto name = s.at("file").get<std::string>();
+      if (name.empty() || name.find('/') != std::string::npos) throw bad("names shard '" + name + "' outside its folder");
+      out.shards.emplace_back(name, s.at("tokens").get<uint64_t>());
+      sum += out.shards.back().second;
+    }
+    for (const auto& in : j.at("inputs")) {
+      out.inputs.push_back({in.at("path").get<std::string>(), in.at("bytes").get<uint64_t>(),
+                            in.at("sha256").get<std::string>()});
+    }
+    if (out.shards.empty() || sum != out.info.count) {
+      throw bad("lists " + std::to_string(out.shards.size()) + " shards holding " + std::to_string(sum) +
+                " tokens: expected at least one, holding its total of " + std::to_string(out.info.count));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw bad(std::string("cannot be read as JSON: ") + e.what());
+  }
+  out.info.shards = static_cast<uint32_t>(out.shards.size());
+  return out;
+}
+
+// Throws unless a shard's header agrees with its index.
+void check_shard(const TokenFileInfo& shard, uint64_t tokens, const TokenFileInfo& whole, const fs::path& path) {
+  if (shard.count != tokens || shard.vocab_size != whole.vocab_size || shard.id_bytes != whole.id_bytes ||
+      shard.tokenizer_sha256 != whole.tokenizer_sha256 || shard.source_sha256 != whole.source_sha256) {
+    throw DataError("[data] token shard '" + path.string() + "' does not belong to its index: expected " +
+                    std::to_string(tokens) + " tokens of vocab " + std::to_string(whole.vocab_size) +
+                    " from the same tokenizer and corpus, got " + std::to_string(shard.count) + " tokens of vocab " +
+                    std::to_string(shard.vocab_size) + ". Hint: regenerate it with `lmtrain prepare`.");
   }
 }
 
-TokenFile::~TokenFile() {
-  if (map_) ::munmap(map_, map_bytes_);
+}  // namespace
+
+bool token_data_exists(const fs::path& path) {
+  std::error_code ec;
+  return fs::is_regular_file(path, ec) || fs::is_regular_file(index_path(path), ec);
 }
 
-TokenFile::TokenFile(TokenFile&& o) noexcept
-    : path_(std::move(o.path_)), info_(std::move(o.info_)), map_(o.map_), map_bytes_(o.map_bytes_), ids_(o.ids_) {
-  o.map_ = nullptr;
-  o.ids_ = nullptr;
-}
-
-TokenFile& TokenFile::operator=(TokenFile&& o) noexcept {
-  if (this != &o) {
-    if (map_) ::munmap(map_, map_bytes_);
-    path_ = std::move(o.path_);
-    info_ = std::move(o.info_);
-    map_ = o.map_;
-    map_bytes_ = o.map_bytes_;
-    ids_ = o.ids_;
-    o.map_ = nullptr;
-    o.ids_ = nullptr;
+TokenFileInfo read_token_file_info(const fs::path& path) {
+  std::error_code ec;
+  if (fs::exists(path, ec) || !fs::exists(index_path(path), ec)) return read_single_info(path);
+  const Index index = read_index(index_path(path));
+  for (size_t i = 0; i < index.shards.size(); ++i) {
+    const fs::path shard = path.parent_path() / index.shards[i].first;
+    check_shard(read_single_info(shard), index.shards[i].second, index.info, shard);
   }
-  return *this;
+  return index.info;
 }
+
+std::vector<tokenizer::CorpusInput> read_token_inputs(const fs::path& path) {
+  std::error_code ec;
+  if (fs::exists(path, ec) || !fs::exists(index_path(path), ec)) return {};
+  return read_index(index_path(path)).inputs;
+}
+
+// One mapped token file.
+struct TokenFile::Shard {
+  fs::path path;
+  TokenFileInfo info;
+  void* map = nullptr;
+  size_t map_bytes = 0;
+  const unsigned char* ids = nullptr;
+
+  explicit Shard(const fs::path& p) : path(p) {
+    int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw DataError("[data] token file missing: expected a file at '" + p.string() + "'");
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) {
+      ::close(fd);
+      throw DataError("[data] cannot stat '" + p.string() + "'");
+    }
+    map_bytes = static_cast<size_t>(st.st_size);
+    if (map_bytes > 0) map = ::mmap(nullptr, map_bytes, PROT_READ, MAP_PRIVATE, fd, 0);
+    ::close(fd);
+    if (map == MAP_FAILED || map == nullptr) {
+      map = nullptr;
+      throw DataError("[data] token file '" + p.string() + "' is empty or cannot be mapped");
+    }
+    try {
+      info = parse_header(static_cast<const unsigned char*>(map), map_bytes, p);
+      ids = static_cast<const unsigned char*>(map) + kTokenHeaderBytes;
+      // One pass over the ids (a few ms for the King James Bible): an id outside the vocabulary would
+      // otherwise reach the embedding lookup as an out-of-range index.
+      for (uint64_t i = 0; i < info.count; ++i) {
+        if (const int64_t id = at(i); id >= info.vocab_size) {
+          throw DataError("[data] token file '" + p.string() + "' holds id " + std::to_string(id) + " at position " +
+                          std::to_string(i) + ": expected ids below its vocab size " + std::to_string(info.vocab_size) +
+                          ". Hint: regenerate it with `lmtrain prepare`.");
+        }
+      }
+    } catch (...) {
+      ::munmap(map, map_bytes);
+      throw;
+    }
+  }
+  ~Shard() { ::munmap(map, map_bytes); }
+  Shard(const Shard&) = delete;
+  Shard& operator=(const Shard&) = delete;
+
+  int64_t at(uint64_t i) const { return info.id_bytes == 2 ? get<uint16_t>(ids, 2 * i) : get<uint32_t>(ids, 4 * i); }
+};
+
+TokenFile::TokenFile(const fs::path& path) : path_(path) {
+  std::error_code ec;
+  if (fs::exists(path, ec) || !fs::exists(index_path(path), ec)) {
+    shards_.push_back(std::make_unique<Shard>(path));
+    info_ = shards_.front()->info;
+    starts_ = {0};
+    return;
+  }
+  path_ = index_path(path);
+  const Index index = read_index(path_);
+  info_ = index.info;
+  uint64_t start = 0;
+  for (const auto& [name, tokens] : index.shards) {
+    shards_.push_back(std::make_unique<Shard>(path.parent_path() / name));
+    check_shard(shards_.back()->info, tokens, info_, shards_.back()->path);
+    starts_.push_back(start);
+    start += tokens;
+  }
+}
+
+TokenFile::~TokenFile() = default;
+TokenFile::TokenFile(TokenFile&&) noexcept = default;
+TokenFile& TokenFile::operator=(TokenFile&&) noexcept = default;
 
 int64_t TokenFile::at(uint64_t i) const {
-  if (info_.id_bytes == 2) return get<uint16_t>(ids_, 2 * i);
-  return get<uint32_t>(ids_, 4 * i);
+  const size_t s = static_cast<size_t>(std::upper_bound(starts_.begin(), starts_.end(), i) - starts_.begin()) - 1;
+  return shards_[s]->at(i - starts_[s]);
 }
 
 void TokenFile::copy(uint64_t start, uint64_t n, int64_t* dst) const {
-  for (uint64_t k = 0; k < n; ++k) dst[k] = at(start + k);
+  size_t s = static_cast<size_t>(std::upper_bound(starts_.begin(), starts_.end(), start) - starts_.begin()) - 1;
+  while (n > 0) {  // the part in shard s, then on into the next shard
+    const Shard& shard = *shards_[s];
+    const uint64_t off = start - starts_[s];
+    const uint64_t take = std::min(n, shard.info.count - off);
+    for (uint64_t k = 0; k < take; ++k) dst[k] = shard.at(off + k);
+    dst += take;
+    start += take;
+    n -= take;
+    ++s;
+  }
+}
+
+TokenWriter::TokenWriter(fs::path bin, uint32_t vocab_size, std::string tokenizer_sha256, uint64_t shard_tokens)
+    : bin_(std::move(bin)), vocab_(vocab_size), width_(vocab_size <= 65535 ? 2 : 4),
+      tokenizer_sha256_(std::move(tokenizer_sha256)), shard_tokens_(std::max<uint64_t>(shard_tokens, 1)) {
+  if (bin_.has_parent_path()) fs::create_directories(bin_.parent_path());
+}
+
+TokenWriter::~TokenWriter() {
+  if (out_) std::fclose(out_);
+  if (finished_) return;
+  std::error_code ec;
+  for (const auto& t : temps_) fs::remove(t, ec);
+}
+
+void TokenWriter::open_shard() {
+  temps_.push_back(shard_path(bin_, temps_.size()).string() + "." + util::temp_suffix());
+  shard_counts_.push_back(0);
+  out_ = std::fopen(temps_.back().c_str(), "wb");
+  if (!out_) throw SaveError("[data] cannot create '" + temps_.back().string() + "': " + std::strerror(errno));
+  const std::string header(kTokenHeaderBytes, '\0');  // written for real by finish()
+  if (std::fwrite(header.data(), 1, header.size(), out_) != header.size()) {
+    throw SaveError("[data] cannot write '" + temps_.back().string() + "': " + std::strerror(errno));
+  }
+}
+
+void TokenWriter::close_shard() {
+  if (!out_) return;
+  const bool ok = std::fflush(out_) == 0 && ::fsync(fileno(out_)) == 0;
+  const bool closed = std::fclose(out_) == 0;
+  out_ = nullptr;
+  if (!ok || !closed) throw SaveError("[data] cannot write '" + temps_.back().string() + "': " + std::strerror(errno));
+}
+
+void TokenWriter::append(const int32_t* ids, size_t n) {
+  while (n > 0) {
+    if (!out_) open_shard();
+    const uint64_t room = shard_tokens_ - shard_counts_.back();
+    const size_t take = static_cast<size_t>(std::min<uint64_t>(room, n));
+    buf_.resize(take * width_);
+    for (size_t i = 0; i < take; ++i) {
+      const int32_t id = ids[i];
+      if (id < 0 || static_cast<uint32_t>(id) >= vocab_) {
+        throw DataError("[data] token id out of range at position " + std::to_string(count_ + i) + ": expected [0, " +
+                        std::to_string(vocab_) + "), got " + std::to_string(id));
+      }
+      if (width_ == 2) {
+        const auto v = static_cast<uint16_t>(id);
+        std::memcpy(&buf_[2 * i], &v, 2);
+      } else {
+        const auto v = static_cast<uint32_t>(id);
+        std::memcpy(&buf_[4 * i], &v, 4);
+      }
+    }
+    if (std::fwrite(buf_.data(), 1, buf_.size(), out_) != buf_.size()) {
+      throw SaveError("[data] cannot write '" + temps_.back().string() + "': " + std::strerror(errno) +
+                      ". Hint: is the disk full?");
+    }
+    shard_counts_.back() += take;
+    count_ += take;
+    ids += take;
+    n -= take;
+    if (shard_counts_.back() == shard_tokens_) close_shard();
+  }
+}
+
+TokenFileInfo TokenWriter::finish(const std::vector<tokenizer::CorpusInput>& inputs) {
+  close_shard();
+  if (count_ == 0) throw DataError("[prepare] the corpus gave no tokens: expected non-empty text");
+  TokenFileInfo info;
+  info.id_bytes = width_;
+  info.count = count_;
+  info.vocab_size = vocab_;
+  info.tokenizer_sha256 = tokenizer_sha256_;
+  info.source_sha256 = tokenizer::corpus_sha256(inputs);
+  info.shards = static_cast<uint32_t>(temps_.size());
+  for (size_t i = 0; i < temps_.size(); ++i) {  // each shard's real header, then fsynced
+    TokenFileInfo part = info;
+    part.count = shard_counts_[i];
+    const std::string header = make_header(part);
+    std::FILE* f = std::fopen(temps_[i].c_str(), "r+b");
+    const bool ok = f && std::fwrite(header.data(), 1, header.size(), f) == header.size() && std::fflush(f) == 0 &&
+                    ::fsync(fileno(f)) == 0;
+    if (f) std::fclose(f);
+    if (!ok) throw SaveError("[data] cannot write '" + temps_[i].string() + "': " + std::strerror(errno));
+  }
+  std::error_code ec;
+  const fs::path index = index_path(bin_);
+  const fs::path dir = bin_.has_parent_path() ? bin_.parent_path() : fs::path(".");
+  if (temps_.size() == 1 && inputs.size() == 1) {  // the single form: the index goes first, then the file
+    fs::remove(index, ec);
+    fs::rename(temps_[0], bin_, ec);
+    if (ec) throw SaveError("[data] cannot move token file to '" + bin_.string() + "': " + ec.message());
+  } else {  // the sharded form: the single file goes first, then the shards, then the index that names them
+    fs::remove(bin_, ec);
+    nlohmann::json shards = nlohmann::json::array(), ins = nlohmann::json::array();
+    for (size_t i = 0; i < temps_.size(); ++i) {
+      fs::rename(temps_[i], shard_path(bin_, i), ec);
+      if (ec) throw SaveError("[data] cannot move token shard to '" + shard_path(bin_, i).string() + "': " + ec.message());
+      shards.push_back({{"file", shard_path(bin_, i).filename().string()}, {"tokens", shard_counts_[i]}});
+    }
+    for (const auto& in : inputs) ins.push_back({{"path", in.path.string()}, {"bytes", in.bytes}, {"sha256", in.sha256}});
+    const nlohmann::json j = {{"format", kIndexFormat},         {"version", kIndexVersion},
+                              {"tokens", count_},               {"id_bytes", width_},
+                              {"vocab_size", vocab_},           {"tokenizer_sha256", tokenizer_sha256_},
+                              {"source_sha256", info.source_sha256}, {"shards", shards}, {"inputs", ins}};
+    util::atomic_write_file(index, j.dump(1) + "\n");
+  }
+  finished_ = true;
+  for (size_t i = temps_.size() == 1 && inputs.size() == 1 ? 0 : temps_.size();; ++i) {  // stale shards
+    if (!fs::remove(shard_path(bin_, i), ec)) break;
+  }
+  util::fsync_dir(dir);
+  return info;
 }
 
 }  // namespace lm::data

@@ -1,6 +1,11 @@
 // Token files (train.bin / val.bin): a fixed 256-byte header, then little-endian token ids of 2 bytes
 // (vocab <= 65535) or 4 bytes. Read back through mmap.
 //
+// Token data too large for one shard, or made from several input files, is stored as shards instead:
+// NAME.index.json (which shards in which order, the inputs with their sizes and SHA-256) and
+// NAME-00000.bin, NAME-00001.bin, ... each a token file as below. TokenFile reads either form as one stream
+// (docs/formats.md "Token files").
+//
 // Header layout (all little-endian):
 //   0  char[8]  magic "LMTOKENS"
 //   8  u32      format version (kTokenFileVersion)
@@ -14,23 +19,71 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "tokenizer/corpus_text.h"
 
 namespace lm::data {
 
 inline constexpr uint32_t kTokenFileVersion = 1;
 inline constexpr size_t kTokenHeaderBytes = 256;
 
-/// Metadata stored in a token file's header.
+/// Tokens per shard unless told otherwise: 256 MiB of 2-byte ids.
+inline constexpr uint64_t kDefaultShardTokens = uint64_t{1} << 27;
+
+/// Metadata stored in a token file's header (of sharded data: of the whole stream).
 struct TokenFileInfo {
   uint32_t version = kTokenFileVersion;
   uint32_t id_bytes = 2;
   uint64_t count = 0;
   uint32_t vocab_size = 0;
   std::string tokenizer_sha256;  ///< 64 hex chars
-  std::string source_sha256;     ///< 64 hex chars
+  std::string source_sha256;     ///< 64 hex chars: tokenizer::corpus_sha256 of the inputs
+  uint32_t shards = 1;           ///< files holding the ids (1: a single token file)
+};
+
+/// The index of sharded token data beside `bin` ("train.bin" -> "train.index.json").
+std::filesystem::path index_path(const std::filesystem::path& bin);
+/// Shard i of the token data `bin` ("train.bin", 3 -> "train-00003.bin").
+std::filesystem::path shard_path(const std::filesystem::path& bin, size_t i);
+
+/// Writes token data as it comes, in shards of at most `shard_tokens` ids, each written to a temporary
+/// file. finish() publishes it: one shard from one input as the single token file `bin`, anything else as
+/// the index and its shards (the other form and stale shards are removed). Destroyed unfinished, it
+/// removes its temporary files and leaves what was there before.
+class TokenWriter {
+ public:
+  /// REQUIRES: shard_tokens >= 1. Throws SaveError when `bin`'s directory cannot be written.
+  TokenWriter(std::filesystem::path bin, uint32_t vocab_size, std::string tokenizer_sha256,
+              uint64_t shard_tokens = kDefaultShardTokens);
+  ~TokenWriter();
+  TokenWriter(const TokenWriter&) = delete;
+  TokenWriter& operator=(const TokenWriter&) = delete;
+
+  /// Appends ids. Throws DataError when one is outside [0, vocab_size), SaveError when writing fails.
+  void append(const int32_t* ids, size_t n);
+  uint64_t count() const { return count_; }
+  /// Publishes the data made from `inputs` (in order). Throws DataError when no id was appended,
+  /// SaveError when writing fails.
+  TokenFileInfo finish(const std::vector<tokenizer::CorpusInput>& inputs);
+
+ private:
+  void open_shard();
+  void close_shard();
+  std::filesystem::path bin_;
+  uint32_t vocab_, width_;
+  std::string tokenizer_sha256_;
+  uint64_t shard_tokens_;
+  uint64_t count_ = 0;
+  std::vector<std::filesystem::path> temps_;  ///< one per shard, in order
+  std::vector<uint64_t> shard_counts_;
+  std::FILE* out_ = nullptr;                  ///< the open shard
+  std::vector<unsigned char> buf_;
+  bool finished_ = false;
 };
 
 /// Writes ids with a header, atomically. The id width is 2 bytes when vocab_size <= 65535, else 4.
@@ -38,13 +91,21 @@ struct TokenFileInfo {
 void write_token_file(const std::filesystem::path& path, const std::vector<int32_t>& ids, uint32_t vocab_size,
                       const std::string& tokenizer_sha256, const std::string& source_sha256);
 
-/// Reads only the header. Throws DataError when the file is missing, too short, or not a token file.
+/// Reads only the header (of sharded data `path`, whose index is index_path(path): the index, checked
+/// against its shards' headers). Throws DataError when the data is missing, too short, or not token data.
 TokenFileInfo read_token_file_info(const std::filesystem::path& path);
 
-/// A token file mapped read-only into memory. Move-only.
+/// True when token data exists at `path` in either form.
+bool token_data_exists(const std::filesystem::path& path);
+
+/// The inputs an index records (empty for a single token file). Throws DataError.
+std::vector<tokenizer::CorpusInput> read_token_inputs(const std::filesystem::path& path);
+
+/// Token data mapped read-only into memory: a single token file, or the shards of an index read as one
+/// stream (`path` names the .bin; its index is used when the .bin itself is absent). Move-only.
 class TokenFile {
  public:
-  /// Maps `path` and validates the header and the file size. Throws DataError.
+  /// Maps the data and validates headers, sizes and ids. Throws DataError.
   explicit TokenFile(const std::filesystem::path& path);
   ~TokenFile();
   TokenFile(TokenFile&&) noexcept;
@@ -56,16 +117,17 @@ class TokenFile {
   uint64_t size() const { return info_.count; }
   /// Token at position i. REQUIRES: i < size().
   int64_t at(uint64_t i) const;
-  /// Copies tokens [start, start+n) into dst as int64. REQUIRES: start + n <= size().
+  /// Copies tokens [start, start+n) into dst as int64, across shard boundaries. REQUIRES: start + n <= size().
   void copy(uint64_t start, uint64_t n, int64_t* dst) const;
+  /// The single token file, or the index of sharded data.
   const std::filesystem::path& path() const { return path_; }
 
  private:
+  struct Shard;
   std::filesystem::path path_;
   TokenFileInfo info_;
-  void* map_ = nullptr;
-  size_t map_bytes_ = 0;
-  const unsigned char* ids_ = nullptr;
+  std::vector<std::unique_ptr<Shard>> shards_;
+  std::vector<uint64_t> starts_;  ///< first token of each shard in the stream
 };
 
 }  // namespace lm::data

@@ -85,7 +85,7 @@ StatsReport tokenizer_stats(const fs::path& corpus, const StatsOptions& opt) {
     const fs::path model_file = tmp.path / ("v" + std::to_string(v) + ".model");
     const auto t0 = util::Clock::now();
     try {
-      tokenizer::train_tokenizer(sample_file, model_file, cfg, opt.threads);
+      tokenizer::train_tokenizer({sample_file}, model_file, cfg, opt.threads);
     } catch (const DataError& e) {
       s.error = e.what();
       r.sizes.push_back(s);

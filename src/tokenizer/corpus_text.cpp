@@ -1,8 +1,10 @@
 #include "tokenizer/corpus_text.h"
 
+#include <glob.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -53,7 +55,178 @@ bool cut_off(std::string_view s, size_t i) {
                   what);
 }
 
+[[noreturn]] void refuse_long_line(const fs::path& path, size_t line) {
+  refuse(path, line, 1, "line longer than " + std::to_string(kMaxLineBytes) +
+                            " bytes: expected one unit (verse, paragraph) per line. Hint: add line breaks.");
+}
+
+// `bytes`: the file's size (0 = empty).
+[[noreturn]] void refuse_blank(const fs::path& path, uint64_t bytes) {
+  throw DataError("[corpus] '" + path.string() + "' holds no text: expected at least one non-blank line, got " +
+                  (bytes == 0 ? std::string("an empty file") : std::to_string(bytes) + " bytes of whitespace") +
+                  ". " + kHint);
+}
+
+bool is_glob_pattern(const std::string& s) { return s.find_first_of("*?[") != std::string::npos; }
+
+bool hidden(const fs::path& p) {
+  const std::string name = p.filename().string();
+  return !name.empty() && name[0] == '.';
+}
+
+// Every regular file below `dir` whose path has no hidden component below `dir`, sorted.
+CorpusFiles list_directory(const fs::path& dir, std::string_view role) {
+  CorpusFiles out;
+  std::error_code ec;
+  fs::recursive_directory_iterator it(dir, fs::directory_options::none, ec), end;
+  for (; !ec && it != end; it.increment(ec)) {
+    if (hidden(it->path())) {
+      if (it->is_directory(ec)) it.disable_recursion_pending();
+      continue;
+    }
+    if (it->is_regular_file(ec)) out.push_back(it->path());
+  }
+  if (ec) {
+    throw DataError("[corpus] " + std::string(role) + " directory '" + dir.string() + "' cannot be listed: " +
+                    ec.message() + ". Hint: check its permissions.");
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 }  // namespace
+
+CorpusFiles list_corpus_files(const std::string& spec, std::string_view role) {
+  std::error_code ec;
+  CorpusFiles out;
+  if (is_glob_pattern(spec) && !fs::exists(spec, ec)) {
+    glob_t g{};
+    const int rc = ::glob(spec.c_str(), GLOB_ERR, nullptr, &g);
+    std::vector<std::string> matches(g.gl_pathv, g.gl_pathv + (rc == 0 ? g.gl_pathc : 0));
+    globfree(&g);
+    if (rc != 0 && rc != GLOB_NOMATCH) {
+      throw DataError("[corpus] " + std::string(role) + " pattern '" + spec + "' cannot be read (a folder on its way " +
+                      "is unreadable). Hint: check its permissions.");
+    }
+    std::sort(matches.begin(), matches.end());
+    for (const auto& m : matches) {
+      if (fs::is_directory(m, ec)) {
+        for (auto& f : list_directory(m, role)) out.push_back(std::move(f));
+      } else {
+        out.emplace_back(m);
+      }
+    }
+    if (out.empty()) {
+      throw DataError("[corpus] " + std::string(role) + " pattern '" + spec + "' matches no file: expected at least " +
+                      "one text file. " + kHint);
+    }
+  } else if (fs::is_directory(spec, ec)) {
+    out = list_directory(spec, role);
+    if (out.empty()) {
+      throw DataError("[corpus] " + std::string(role) + " directory '" + spec + "' holds no files (names starting " +
+                      "with '.' are skipped): expected at least one text file. " + kHint);
+    }
+  } else {
+    out.emplace_back(spec);
+  }
+  for (const auto& f : out) check_corpus_file(f, role);
+  return out;
+}
+
+std::string describe_files(const CorpusFiles& files) {
+  if (files.empty()) return "no files";
+  std::string s = "'" + files.front().string() + "'";
+  if (files.size() > 1) {
+    s += " and " + std::to_string(files.size() - 1) + " more file" + (files.size() > 2 ? "s" : "");
+  }
+  return s;
+}
+
+std::vector<CorpusInput> hash_corpus(const CorpusFiles& files) {
+  std::vector<CorpusInput> out;
+  out.reserve(files.size());
+  for (const auto& f : files) {
+    std::error_code ec;
+    const auto bytes = fs::file_size(f, ec);
+    out.push_back({f, ec ? 0 : static_cast<uint64_t>(bytes), util::sha256_file(f)});
+  }
+  return out;
+}
+
+std::string corpus_sha256(const std::vector<CorpusInput>& inputs) {
+  if (inputs.size() == 1) return inputs.front().sha256;
+  std::string listing;
+  for (const auto& in : inputs) listing += in.sha256 + "  " + in.path.string() + "\n";
+  return util::sha256_hex(listing);
+}
+
+CorpusReader::CorpusReader(CorpusFiles files, size_t block_bytes)
+    : files_(std::move(files)), block_bytes_(std::max<size_t>(block_bytes, 1)) {
+  for (const auto& f : files_) {
+    std::error_code ec;
+    const auto bytes = fs::file_size(f, ec);
+    if (!ec) total_bytes_ += static_cast<uint64_t>(bytes);
+  }
+}
+
+void CorpusReader::open_next_file() {
+  const fs::path& path = files_[file_];
+  in_ = std::ifstream(path, std::ios::binary);
+  if (!in_) throw DataError("[corpus] '" + path.string() + "' cannot be opened for reading. " + kHint);
+  carry_.clear();
+  line_ = 1;
+  any_text_ = false;
+  sha_ = util::Sha256();
+  file_bytes_ = 0;
+}
+
+void CorpusReader::finish_file() {
+  const fs::path& path = files_[file_];
+  if (!any_text_) refuse_blank(path, file_bytes_);
+  inputs_.push_back({path, file_bytes_, sha_.hex()});
+  in_.close();
+  ++file_;
+}
+
+bool CorpusReader::next(std::string& block) {
+  while (file_ < files_.size()) {
+    if (!in_.is_open()) open_next_file();
+    const fs::path& path = files_[file_];
+    std::string buf = std::move(carry_);
+    carry_.clear();
+    const size_t have = buf.size();
+    buf.resize(have + block_bytes_);
+    in_.read(&buf[have], static_cast<std::streamsize>(block_bytes_));
+    const size_t got = static_cast<size_t>(in_.gcount());
+    if (in_.bad()) throw DataError("[corpus] '" + path.string() + "' could not be read to its end. " + kHint);
+    buf.resize(have + got);
+    sha_.update(buf.data() + have, got);
+    file_bytes_ += got;
+    bytes_read_ += got;
+    const bool at_end = in_.eof();
+    size_t cut = buf.size();
+    if (!at_end) {
+      const size_t nl = buf.rfind('\n');
+      if (nl == std::string::npos) {  // no whole line yet: read on, unless the line is already too long
+        if (buf.size() > kMaxLineBytes) refuse_long_line(path, line_);
+        carry_ = std::move(buf);
+        continue;
+      }
+      cut = nl + 1;
+      carry_.assign(buf, cut, std::string::npos);
+      buf.resize(cut);
+    }
+    if (check_corpus_part(buf, path, line_)) any_text_ = true;
+    const auto lines = static_cast<size_t>(std::count(buf.begin(), buf.end(), '\n'));
+    line_ += lines;
+    lines_read_ += lines + (at_end && !buf.empty() && buf.back() != '\n' ? 1 : 0);
+    if (at_end) finish_file();
+    if (buf.empty()) continue;  // an empty file was refused above; the end of one holding only "\n"s is not
+    block = std::move(buf);
+    return true;
+  }
+  return false;
+}
 
 void check_corpus_file(const fs::path& path, std::string_view role) {
   std::error_code ec;
@@ -74,8 +247,8 @@ void check_corpus_file(const fs::path& path, std::string_view role) {
   if (const auto p = util::read_problem(path)) throw DataError(head + " " + p->what + ". " + p->hint);
 }
 
-void check_corpus_text(std::string_view text, const fs::path& path) {
-  size_t line = 1, line_start = 0;
+bool check_corpus_part(std::string_view text, const fs::path& path, size_t first_line) {
+  size_t line = first_line, line_start = 0;
   bool any_text = false;
   for (size_t i = 0; i < text.size();) {
     const char c = text[i];
@@ -84,10 +257,7 @@ void check_corpus_text(std::string_view text, const fs::path& path) {
       line_start = ++i;
       continue;
     }
-    if (i - line_start >= kMaxLineBytes) {
-      refuse(path, line, 1, "line longer than " + std::to_string(kMaxLineBytes) +
-                                " bytes: expected one unit (verse, paragraph) per line. Hint: add line breaks.");
-    }
+    if (i - line_start >= kMaxLineBytes) refuse_long_line(path, line);
     if (c == '\0') refuse(path, line, i - line_start + 1, "NUL byte: expected text. Hint: is this a binary file?");
     const size_t n = utf8_length(text, i);
     if (n == 0) {
@@ -100,11 +270,11 @@ void check_corpus_text(std::string_view text, const fs::path& path) {
     if (c != ' ' && c != '\t' && c != '\r') any_text = true;
     i += n;
   }
-  if (!any_text) {
-    throw DataError("[corpus] '" + path.string() + "' holds no text: expected at least one non-blank line, got " +
-                    (text.empty() ? std::string("an empty file") : std::to_string(text.size()) + " bytes of whitespace") +
-                    ". " + kHint);
-  }
+  return any_text;
+}
+
+void check_corpus_text(std::string_view text, const fs::path& path) {
+  if (!check_corpus_part(text, path, 1)) refuse_blank(path, text.empty() ? 0 : text.size());
 }
 
 std::string read_corpus(const fs::path& path, std::string_view role) {

@@ -3,9 +3,14 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <cstdlib>
+#include <fstream>
 #include <mutex>
+#include <random>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -95,7 +100,7 @@ namespace {
 // What to do about a failed SentencePiece training, from its message. A vocabulary too large for the text is
 // reported by SentencePiece as "Vocabulary size too high (N). Please set it to a value <= M": M, the pieces
 // this text yields, is the largest size it accepts, and the hint says so.
-std::string training_hint(const std::string& why, const fs::path& corpus, const TokenizerConfig& cfg) {
+std::string training_hint(const std::string& why, const std::string& corpus, const TokenizerConfig& cfg) {
   if (why.find("smaller than required") != std::string::npos) {
     if (cfg.byte_fallback) {
       return "Hint: raise tokenizer.vocab_size (the 256 byte pieces of tokenizer.byte_fallback count too), set "
@@ -107,8 +112,8 @@ std::string training_hint(const std::string& why, const fs::path& corpus, const 
   if (why.find("too high") != std::string::npos && at != std::string::npos) {
     const std::string most = why.substr(at + 3, why.find_first_not_of("0123456789", at + 3) - at - 3);
     if (!most.empty()) {
-      return "Hint: set tokenizer.vocab_size to at most " + most + ", the largest '" + corpus.string() +
-             "' supports, or train on more text.";
+      return "Hint: set tokenizer.vocab_size to at most " + most + ", the largest " + corpus +
+             " supports, or train on more text.";
     }
   }
   return "Hint: lower tokenizer.vocab_size or use a larger corpus.";
@@ -116,22 +121,104 @@ std::string training_hint(const std::string& why, const fs::path& corpus, const 
 
 }  // namespace
 
-void train_tokenizer(const fs::path& corpus, const fs::path& model_path, const TokenizerConfig& cfg,
-                     int threads) {
-  read_corpus(corpus, "training corpus");  // refuses what SentencePiece would misread or report obscurely
+int64_t tokenizer_sample_lines(const TokenizerConfig& cfg, uint64_t corpus_bytes) {
+  if (cfg.max_sentences > 0) return cfg.max_sentences;
+  return corpus_bytes > kAutoSampleBytes ? kAutoSampleLines : 0;
+}
+
+namespace {
+
+uint64_t corpus_bytes(const CorpusFiles& corpus) {
+  uint64_t total = 0;
+  for (const auto& f : corpus) {
+    std::error_code ec;
+    const auto n = fs::file_size(f, ec);
+    if (!ec) total += static_cast<uint64_t>(n);
+  }
+  return total;
+}
+
+// Streams `corpus` (checked block by block) into `out`: every non-blank line, or a reservoir sample of
+// `sample` of them (Vitter's algorithm R, seeded) written in corpus order. Returns {lines written, lines seen}.
+std::pair<int64_t, int64_t> write_training_text(const CorpusFiles& corpus, const fs::path& out, int64_t sample,
+                                                uint64_t seed) {
+  std::ofstream o(out, std::ios::binary);
+  if (!o) throw SaveError("[tokenizer] cannot write the training text '" + out.string() + "'");
+  CorpusReader reader(corpus);
+  std::mt19937_64 rng(seed ^ 0x746f6b656e697aULL);
+  std::vector<std::pair<int64_t, std::string>> kept;  // (line number among non-blank lines, line)
+  int64_t seen = 0;
+  std::string block;
+  while (reader.next(block)) {
+    std::string_view text = block;
+    for (size_t pos = 0; pos < text.size();) {
+      size_t end = text.find('\n', pos);
+      if (end == std::string_view::npos) end = text.size();
+      const std::string_view line = text.substr(pos, end - pos);
+      pos = end + 1;
+      if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+      if (sample <= 0) {
+        o << line << '\n';
+      } else if (seen < sample) {
+        kept.emplace_back(seen, std::string(line));
+      } else if (const auto j = static_cast<int64_t>(rng() % static_cast<uint64_t>(seen + 1)); j < sample) {
+        kept[static_cast<size_t>(j)] = {seen, std::string(line)};
+      }
+      ++seen;
+    }
+  }
+  std::sort(kept.begin(), kept.end());
+  for (const auto& [n, line] : kept) o << line << '\n';
+  o.flush();
+  if (!o) throw SaveError("[tokenizer] cannot write the training text '" + out.string() + "'. Hint: is the disk full?");
+  return {sample <= 0 ? seen : static_cast<int64_t>(kept.size()), seen};
+}
+
+// Removes a file when it goes out of scope.
+struct RemoveLater {
+  fs::path path;
+  ~RemoveLater() {
+    std::error_code ec;
+    if (!path.empty()) fs::remove(path, ec);
+  }
+};
+
+}  // namespace
+
+void train_tokenizer(const CorpusFiles& corpus, const fs::path& model_path, const TokenizerConfig& cfg, int threads,
+                     uint64_t seed) {
   if (model_path.has_parent_path()) fs::create_directories(model_path.parent_path());
+  const uint64_t bytes = corpus_bytes(corpus);
+  const int64_t sample = tokenizer_sample_lines(cfg, bytes);
+  fs::path input = corpus.empty() ? fs::path() : corpus.front();
+  RemoveLater text;
+  if (corpus.size() == 1 && sample == 0) {
+    read_corpus(input, "training corpus");  // refuses what SentencePiece would misread or report obscurely
+  } else {
+    text.path = model_path.string() + "." + util::temp_suffix() + ".txt";
+    const auto [used, seen] = write_training_text(corpus, text.path, sample, seed);
+    input = text.path;
+    if (sample > 0 && used < seen) {
+      spdlog::info("tokenizer: training on a sample of {} of {} lines ({:.1f} MB of text{}; seed {}; "
+                   "tokenizer.max_sentences sets the size)",
+                   used, seen, bytes / 1e6,
+                   cfg.max_sentences > 0 ? "" : fmt::format(", above the {} MB for which every line is used",
+                                                            kAutoSampleBytes >> 20),
+                   seed);
+    }
+  }
   // SentencePiece writes PREFIX.model and PREFIX.vocab; train under a temporary prefix and publish the
   // model by rename only after success, so a failed run leaves nothing behind.
   fs::path prefix = model_path.string() + "." + util::temp_suffix();
   const bool nfkc = cfg.normalization == Normalization::kNfkc;
   std::vector<std::pair<std::string, std::string>> kv = {
-      {"input", corpus.string()},
+      {"input", input.string()},
       {"model_prefix", prefix.string()},
       {"vocab_size", std::to_string(cfg.vocab_size)},
       {"model_type", to_string(cfg.model_type)},
       {"character_coverage", std::to_string(cfg.character_coverage)},
       {"num_threads", std::to_string(threads)},
-      {"input_sentence_size", std::to_string(cfg.max_sentences)},
+      {"input_sentence_size", "0"},  // the sample, if any, is drawn above
       {"shuffle_input_sentence", "true"},
       {"max_sentence_length", "16384"},
       {"byte_fallback", cfg.byte_fallback ? "true" : "false"},
@@ -153,22 +240,24 @@ void train_tokenizer(const fs::path& corpus, const fs::path& model_path, const T
     std::string why = take_error(err);
     while (!why.empty() && (why.back() == '.' || why.back() == '\n')) why.pop_back();
     throw DataError("[tokenizer] SentencePiece training failed for vocab_size=" + std::to_string(cfg.vocab_size) +
-                    ": " + why + ". " + training_hint(why, corpus, cfg));
+                    ": " + why + ". " + training_hint(why, describe_files(corpus), cfg));
   }
   fs::rename(tmp_model, model_path, ec);
   if (ec) throw SaveError("[tokenizer] cannot move the trained model to '" + model_path.string() + "'");
 }
 
-bool ensure_tokenizer(const fs::path& corpus, const fs::path& model_path, const TokenizerConfig& cfg,
-                      int threads) {
-  check_corpus_file(corpus, "training corpus");
-  const nlohmann::json want = {{"corpus_sha256", util::sha256_file(corpus)},
-                               {"vocab_size", cfg.vocab_size},
-                               {"model_type", to_string(cfg.model_type)},
-                               {"character_coverage", cfg.character_coverage},
-                               {"max_sentences", cfg.max_sentences},
-                               {"byte_fallback", cfg.byte_fallback},
-                               {"normalization", to_string(cfg.normalization)}};
+bool ensure_tokenizer(const CorpusFiles& corpus, const fs::path& model_path, const TokenizerConfig& cfg, int threads,
+                      uint64_t seed) {
+  for (const auto& f : corpus) check_corpus_file(f, "training corpus");
+  nlohmann::json want = {{"corpus_sha256", corpus_sha256(hash_corpus(corpus))},
+                         {"vocab_size", cfg.vocab_size},
+                         {"model_type", to_string(cfg.model_type)},
+                         {"character_coverage", cfg.character_coverage},
+                         {"max_sentences", cfg.max_sentences},
+                         {"byte_fallback", cfg.byte_fallback},
+                         {"normalization", to_string(cfg.normalization)}};
+  // The seed matters only to a sample; recorded then alone, so sidecars of whole-corpus tokenizers stay current.
+  if (tokenizer_sample_lines(cfg, corpus_bytes(corpus)) > 0) want["sample_seed"] = seed;
   const fs::path sidecar = model_path.string() + ".json";
   if (fs::is_regular_file(model_path) && fs::is_regular_file(sidecar)) {
     try {
@@ -181,7 +270,7 @@ bool ensure_tokenizer(const fs::path& corpus, const fs::path& model_path, const 
       // unreadable sidecar: retrain
     }
   }
-  train_tokenizer(corpus, model_path, cfg, threads);
+  train_tokenizer(corpus, model_path, cfg, threads, seed);
   util::atomic_write_file(sidecar, want.dump(2) + "\n");
   return true;
 }

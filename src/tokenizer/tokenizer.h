@@ -9,20 +9,33 @@
 #include <string_view>
 #include <vector>
 
+#include "tokenizer/corpus_text.h"
 #include "tokenizer/tokenizer_config.h"
 
 namespace lm::tokenizer {
 
-/// Trains a SentencePiece model from a UTF-8 text file and writes it to `model_path` atomically: on any
-/// failure (e.g. vocab_size above what the corpus allows) no file is left at `model_path`.
-/// Throws DataError with SentencePiece's own message.
-void train_tokenizer(const std::filesystem::path& corpus, const std::filesystem::path& model_path,
-                     const TokenizerConfig& cfg, int threads);
+/// Above this many bytes of text, tokenizer.max_sentences = 0 (auto) trains on a sample of
+/// kAutoSampleLines lines instead of every line (docs/training.md "Many files").
+inline constexpr uint64_t kAutoSampleBytes = uint64_t{100} << 20;
+inline constexpr int64_t kAutoSampleLines = 1000000;
+
+/// Lines a tokenizer trains on: `max_sentences` when > 0, else all of them up to kAutoSampleBytes of text
+/// and kAutoSampleLines above; 0 = every line.
+int64_t tokenizer_sample_lines(const TokenizerConfig& cfg, uint64_t corpus_bytes);
+
+/// Trains a SentencePiece model from the UTF-8 text of `corpus` and writes it to `model_path` atomically: on
+/// any failure (e.g. vocab_size above what the corpus allows) no file is left at `model_path`. Several files,
+/// or a sample (tokenizer_sample_lines), are streamed into one temporary training text beside `model_path`;
+/// the sample is drawn by reservoir sampling with `seed`, so a corpus, its settings and a seed always give the
+/// same tokenizer. Throws DataError with SentencePiece's own message.
+void train_tokenizer(const CorpusFiles& corpus, const std::filesystem::path& model_path, const TokenizerConfig& cfg,
+                     int threads, uint64_t seed = 0);
 
 /// Trains the tokenizer unless `model_path` already exists and its sidecar `model_path.json` records the
-/// same corpus (SHA-256) and settings. Returns true when it trained. Throws like train_tokenizer.
-bool ensure_tokenizer(const std::filesystem::path& corpus, const std::filesystem::path& model_path,
-                      const TokenizerConfig& cfg, int threads);
+/// same corpus (corpus_sha256) and settings (and seed, when it sampled). Returns true when it trained.
+/// Throws like train_tokenizer.
+bool ensure_tokenizer(const CorpusFiles& corpus, const std::filesystem::path& model_path, const TokenizerConfig& cfg,
+                      int threads, uint64_t seed = 0);
 
 /// A loaded SentencePiece model. Move-only.
 class Tokenizer {

@@ -127,9 +127,14 @@ void preflight_resume(const TrainJob& job, const fs::path& ckpt, const data::Cor
   // Rank r's slice of a global batch depends on the world size: a resume with another one would not
   // continue the same run.
   compare(p, "processes (WORLD_SIZE)", s(st.world_size), s(job.group ? job.group->size() : 1));
-  auto text_hash = [](const fs::path& f) { return fs::is_regular_file(f) ? util::sha256_file(f) : std::string("(missing)"); };
-  const std::string train = split ? split->train_sha256 : text_hash(job.train_text);
-  const std::string val = split ? split->val_sha256 : text_hash(job.val_text);
+  auto text_hash = [](const tokenizer::CorpusFiles& files) {
+    for (const auto& f : files) {
+      if (!fs::is_regular_file(f)) return std::string("(missing)");
+    }
+    return tokenizer::corpus_sha256(tokenizer::hash_corpus(files));
+  };
+  const std::string train = split ? split->train_sha256 : text_hash(job.train_files);
+  const std::string val = split ? split->val_sha256 : text_hash(job.val_files);
   compare(p, split ? "data.train (sha256 of its training lines)" : "data.train (sha256)",
           short_hash(st.data.train_source_sha256), short_hash(train));
   compare(p, split ? "data.train (sha256 of its held-out lines)" : "data.val (sha256)",

@@ -34,7 +34,7 @@ std::filesystem::path select_resume_checkpoint(const std::filesystem::path& run_
 /// recorded data with the job; throws CheckpointError listing every mismatch as "key: checkpoint X vs
 /// config Y". Starting fresh in a run_dir that holds checkpoints: throws ConfigError, or with
 /// job.overwrite deletes them (and `best`, `latest`) with a warning. `split` (when job.split is set) holds the
-/// texts the run will write as job.train_text and job.val_text: a resume compares their hashes, not those of
+/// texts the run will write as job.train_files and job.val_files: a resume compares their hashes, not those of
 /// the files an earlier start left there.
 void check_run_start(const TrainJob& job, const data::CorpusSplit* split = nullptr);
 

@@ -34,10 +34,11 @@ void ensure_run_tokenizer(const TrainJob& job, const fs::path& path) {
     spdlog::info("tokenizer: {} (from {})", path.string(), job.init_from.string());
     return;
   }
-  spdlog::info("tokenizer: preparing {} from {}", path.string(), job.train_text.string());
-  if (tokenizer::ensure_tokenizer(job.train_text, path, job.tokenizer, job.run.threads)) {
+  const std::string from = tokenizer::describe_files(job.train_files);
+  spdlog::info("tokenizer: preparing {} from {}", path.string(), from);
+  if (tokenizer::ensure_tokenizer(job.train_files, path, job.tokenizer, job.run.threads, job.run.seed)) {
     spdlog::info("tokenizer: trained {} {} pieces on {} in {:.1f}s -> {}", tokenizer::to_string(job.tokenizer.model_type),
-                 job.tokenizer.vocab_size, job.train_text.string(), seconds_since(t0), path.string());
+                 job.tokenizer.vocab_size, from, seconds_since(t0), path.string());
   } else {
     spdlog::info("tokenizer: {} is current", path.string());
   }
@@ -51,7 +52,7 @@ void prepare_run_data(const TrainJob& job) {
   util::fault_hooks().reached("prepare:tokenizer");  // test builds may hold here (util/faults.h)
   ensure_run_tokenizer(job, paths.tokenizer);
   tokenizer::Tokenizer tok(paths.tokenizer);
-  for (auto [text, bin] : {std::pair{job.train_text, paths.train_bin}, std::pair{job.val_text, paths.val_bin}}) {
+  for (const auto& [text, bin] : {std::pair{job.train_files, paths.train_bin}, std::pair{job.val_files, paths.val_bin}}) {
     if (data::token_file_is_current(text, tok, bin)) {
       spdlog::info("prepare: {} is current", bin.string());
       continue;
@@ -59,9 +60,13 @@ void prepare_run_data(const TrainJob& job) {
     util::fault_hooks().reached("prepare:encode");
     if (util::stop_signal() != 0) break;  // stop before the next file; finished ones are kept
     const auto t0 = Clock::now();
-    auto info = data::prepare_corpus(text, tok, bin);
-    spdlog::info("prepare: {} -> {} ({} tokens, {}-byte ids, {:.1f}s)", text.string(), bin.string(), info.count,
-                 info.id_bytes, seconds_since(t0));
+    data::PrepareOptions opts;
+    opts.shard_tokens = job.shard_tokens;
+    auto info = data::prepare_corpus(text, tok, bin, opts);
+    spdlog::info("prepare: {} -> {} ({} tokens, {}-byte ids{}, {:.1f}s)", tokenizer::describe_files(text),
+                 info.shards > 1 || text.size() > 1 ? data::index_path(bin).string() : bin.string(), info.count,
+                 info.id_bytes, info.shards > 1 ? fmt::format(", {} shards", info.shards) : std::string(),
+                 seconds_since(t0));
   }
   if (const int sig = util::stop_signal(); sig != 0) {  // Ctrl-C during tokenizer training or encoding
     throw Interrupted(util::exit_code_for_signal(sig),

@@ -11,7 +11,9 @@
 
 #include "checkpoint/checkpoint_config.h"
 #include "data/split.h"
+#include "data/token_file.h"
 #include "model/gpt_config.h"
+#include "tokenizer/corpus_text.h"
 #include "tokenizer/tokenizer_config.h"
 #include "train/run_config.h"
 #include "train/train_config.h"
@@ -35,10 +37,13 @@ enum class ReportKind { kPeriodic, kFinal };
 struct TrainJob {
   RunSection run;  ///< the config's `run` section as parsed (run.device is resolved at the start)
   std::filesystem::path run_dir() const { return run.dir; }
-  std::filesystem::path train_text, val_text;
-  /// Set when the config names no validation file: the run holds out lines of this source and writes the two
-  /// parts as train_text and val_text (run_dir/train.txt, run_dir/val.txt) before preparing token files.
+  /// The corpus files (data.train / data.val listed by tokenizer::list_corpus_files).
+  tokenizer::CorpusFiles train_files, val_files;
+  /// Set when the config names no validation text and data.train is one file: the run holds out lines of
+  /// this source and writes the two parts as train_files and val_files (run_dir/train.txt, run_dir/val.txt)
+  /// before preparing token files. (A many-file data.train holds out whole files instead: data::hold_out_files.)
   std::optional<data::SplitSpec> split;
+  uint64_t shard_tokens = data::kDefaultShardTokens;  ///< data.shard_tokens
   tokenizer::TokenizerConfig tokenizer;
   model::GptConfig model;  ///< vocab_size is overwritten with the tokenizer's
   TrainConfig train;

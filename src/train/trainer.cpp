@@ -335,8 +335,8 @@ TrainResult run_training(const TrainJob& job) {
     check_run_start(job, split ? &*split : nullptr);  // before any tensor is loaded or file written
     if (split) {
       fs::create_directories(job.run_dir());
-      data::write_split(*split, job.train_text, job.val_text);
-      spdlog::info("data: {} -> {}", data::describe_split(*split, job.split->source), job.val_text.string());
+      data::write_split(*split, job.train_files.at(0), job.val_files.at(0));
+      spdlog::info("data: {} -> {}", data::describe_split(*split, job.split->source), job.val_files.at(0).string());
     }
     prepare_run_data(job);
     util::atomic_write_file(job.run_dir() / "config.yaml", job.config_yaml);

@@ -9,21 +9,24 @@
 #include "util/errors.h"
 
 namespace lm::util {
-namespace {
 
-struct Sha256 {
+struct Sha256::Ctx {
   std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx{EVP_MD_CTX_new(), &EVP_MD_CTX_free};
-  Sha256() { EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr); }
-  void update(const void* p, size_t n) { EVP_DigestUpdate(ctx.get(), p, n); }
-  std::string hex() {
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int len = 0;
-    EVP_DigestFinal_ex(ctx.get(), md, &len);
-    return to_hex(md, len);
-  }
 };
 
-}  // namespace
+Sha256::Sha256() : ctx_(std::make_unique<Ctx>()) { EVP_DigestInit_ex(ctx_->ctx.get(), EVP_sha256(), nullptr); }
+Sha256::~Sha256() = default;
+Sha256::Sha256(Sha256&&) noexcept = default;
+Sha256& Sha256::operator=(Sha256&&) noexcept = default;
+
+void Sha256::update(const void* p, size_t n) { EVP_DigestUpdate(ctx_->ctx.get(), p, n); }
+
+std::string Sha256::hex() {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_DigestFinal_ex(ctx_->ctx.get(), md, &len);
+  return to_hex(md, len);
+}
 
 std::string to_hex(const void* data, size_t n) {
   static const char* kDigits = "0123456789abcdef";

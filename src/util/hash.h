@@ -2,6 +2,7 @@
 #pragma once
 
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -10,6 +11,22 @@ namespace lm::util {
 /// Lowercase hex of raw bytes, and back (from_hex REQUIRES: even length, [0-9a-f] only).
 std::string to_hex(const void* data, size_t n);
 std::string from_hex(std::string_view hex);
+
+/// SHA-256 fed piece by piece (a corpus read in blocks). Move-only.
+class Sha256 {
+ public:
+  Sha256();
+  ~Sha256();
+  Sha256(Sha256&&) noexcept;
+  Sha256& operator=(Sha256&&) noexcept;
+  void update(const void* p, size_t n);
+  /// The digest as 64 lowercase hex characters. REQUIRES: called once; no update() after it.
+  std::string hex();
+
+ private:
+  struct Ctx;
+  std::unique_ptr<Ctx> ctx_;
+};
 
 /// SHA-256 of `bytes` as 64 lowercase hex characters.
 std::string sha256_hex(std::string_view bytes);
