@@ -139,8 +139,12 @@ std::vector<Case> corpus_cases() {
     c.check = [](Ctx& ctx, const RunResult&) { EXPECT_FALSE(fs::exists(ctx / "w" / "out.model")); };
     return c;
   };
-  out.push_back(special("corpus_directory", "a directory as the corpus", expect::kCorpusDirectory,
-                        [](Ctx& ctx) { return ctx.dir().path(); }));
+  out.push_back(special("corpus_directory", "a directory with no files as the corpus (only hidden ones)",
+                        expect::kCorpusDirectory, [](Ctx& ctx) {
+                          fs::create_directories(ctx / "empty" / ".git");
+                          std::ofstream(ctx / "empty" / ".notes.txt") << "hidden\n";
+                          return ctx / "empty";
+                        }));
   out.push_back(special("corpus_fifo", "a FIFO as the corpus (nothing ever writes to it)", expect::kCorpusFifo, [](Ctx& ctx) {
     ::mkfifo((ctx / "fifo").c_str(), 0644);
     return ctx / "fifo";

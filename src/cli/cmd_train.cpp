@@ -10,6 +10,7 @@
 #include "cli/jobs.h"
 #include "config/config.h"
 #include "data/split.h"
+#include "data/token_file.h"
 #include "tokenizer/corpus_text.h"
 #include "checkpoint/checkpoint.h"
 #include "dist/group.h"
@@ -20,6 +21,9 @@
 
 namespace lm::cli {
 namespace fs = std::filesystem;
+
+static_assert(config::DataSection::kDefaultShardTokens == static_cast<int64_t>(data::kDefaultShardTokens),
+              "data.shard_tokens's default is the token writer's");
 
 namespace {
 
@@ -70,6 +74,13 @@ train::TrainJob make_train_job(const config::RunConfig& cfg, const std::string& 
     // Only rank 0 looks at run.dir (the choice may rewrite `latest`); it tells the others.
     auto select = [&] { return train::select_resume_checkpoint(cfg.run.dir, resume, overwrite).string(); };
     const fs::path from = group ? fs::path(group->on_root("resume", select)) : fs::path(select());
+    std::error_code ec;
+    if (group && !from.empty() && !fs::is_regular_file(from / "manifest.json", ec)) {
+      throw CheckpointError("[resume] rank " + std::to_string(group->rank()) + " cannot see " + from.string() +
+                            ", the checkpoint rank 0 resumes from: expected run.dir on storage every host sees. "
+                            "Hint: put run.dir on a shared filesystem (NFS, a cluster filesystem) mounted at the "
+                            "same path on every host.");
+    }
     job.resume_from = from;
     if (!from.empty()) {
       auto saved = config::parse_config(util::read_file(from / "config.yaml", "checkpoint config"),

@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "checkpoint/checkpoint_config.h"
-#include "data/token_file.h"
 #include "dist/dist_config.h"
 #include "model/gpt_config.h"
 #include "tokenizer/tokenizer_config.h"
@@ -33,7 +32,10 @@ struct DataSection {
   /// files (several; data/split.h)
   std::string val;
   double val_fraction = 0.05;  ///< share of train's lines (or files) held out when `val` is empty; in (0, 0.5]
-  int64_t shard_tokens = static_cast<int64_t>(data::kDefaultShardTokens);  ///< ids per token-data shard; >= 1024
+  /// ids per shard of the prepared token data; >= 1024. The default is data::kDefaultShardTokens (asserted in
+  /// cmd_train.cpp; config/ does not include data/).
+  static constexpr int64_t kDefaultShardTokens = int64_t{1} << 27;
+  int64_t shard_tokens = kDefaultShardTokens;
 };
 
 struct RunConfig {

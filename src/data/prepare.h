@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "data/token_file.h"
+#include "data/token_writer.h"
 #include "tokenizer/corpus_text.h"
 #include "tokenizer/tokenizer.h"
 

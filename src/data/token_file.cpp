@@ -66,7 +66,9 @@ TokenFileInfo parse_header(const unsigned char* h, size_t file_bytes, const fs::
   return info;
 }
 
-std::string make_header(const TokenFileInfo& info) {
+}  // namespace
+
+std::string token_file_header(const TokenFileInfo& info) {
   std::string buf(kTokenHeaderBytes, '\0');
   std::memcpy(&buf[0], kMagic, 8);
   put<uint32_t>(buf, 8, kTokenFileVersion);
@@ -78,8 +80,6 @@ std::string make_header(const TokenFileInfo& info) {
   return buf;
 }
 
-}  // namespace
-
 void write_token_file(const fs::path& path, const std::vector<int32_t>& ids, uint32_t vocab_size,
                       const std::string& tokenizer_sha256, const std::string& source_sha256) {
   const uint32_t width = vocab_size <= 65535 ? 2 : 4;
@@ -89,7 +89,7 @@ void write_token_file(const fs::path& path, const std::vector<int32_t>& ids, uin
   info.vocab_size = vocab_size;
   info.tokenizer_sha256 = tokenizer_sha256;
   info.source_sha256 = source_sha256;
-  std::string buf = make_header(info);
+  std::string buf = token_file_header(info);
   buf.resize(kTokenHeaderBytes + ids.size() * width, '\0');
   char* out = &buf[kTokenHeaderBytes];
   for (size_t i = 0; i < ids.size(); ++i) {
@@ -214,6 +214,19 @@ std::vector<tokenizer::CorpusInput> read_token_inputs(const fs::path& path) {
   return read_index(index_path(path)).inputs;
 }
 
+void write_token_index(const fs::path& bin, const TokenFileInfo& info,
+                       const std::vector<std::pair<std::string, uint64_t>>& shards,
+                       const std::vector<tokenizer::CorpusInput>& inputs) {
+  nlohmann::json js = nlohmann::json::array(), ins = nlohmann::json::array();
+  for (const auto& [file, tokens] : shards) js.push_back({{"file", file}, {"tokens", tokens}});
+  for (const auto& in : inputs) ins.push_back({{"path", in.path.string()}, {"bytes", in.bytes}, {"sha256", in.sha256}});
+  const nlohmann::json j = {{"format", kIndexFormat},          {"version", kIndexVersion},
+                            {"tokens", info.count},            {"id_bytes", info.id_bytes},
+                            {"vocab_size", info.vocab_size},   {"tokenizer_sha256", info.tokenizer_sha256},
+                            {"source_sha256", info.source_sha256}, {"shards", js}, {"inputs", ins}};
+  util::atomic_write_file(index_path(bin), j.dump(1) + "\n");
+}
+
 // One mapped token file.
 struct TokenFile::Shard {
   fs::path path;
@@ -302,120 +315,6 @@ void TokenFile::copy(uint64_t start, uint64_t n, int64_t* dst) const {
     n -= take;
     ++s;
   }
-}
-
-TokenWriter::TokenWriter(fs::path bin, uint32_t vocab_size, std::string tokenizer_sha256, uint64_t shard_tokens)
-    : bin_(std::move(bin)), vocab_(vocab_size), width_(vocab_size <= 65535 ? 2 : 4),
-      tokenizer_sha256_(std::move(tokenizer_sha256)), shard_tokens_(std::max<uint64_t>(shard_tokens, 1)) {
-  if (bin_.has_parent_path()) fs::create_directories(bin_.parent_path());
-}
-
-TokenWriter::~TokenWriter() {
-  if (out_) std::fclose(out_);
-  if (finished_) return;
-  std::error_code ec;
-  for (const auto& t : temps_) fs::remove(t, ec);
-}
-
-void TokenWriter::open_shard() {
-  temps_.push_back(shard_path(bin_, temps_.size()).string() + "." + util::temp_suffix());
-  shard_counts_.push_back(0);
-  out_ = std::fopen(temps_.back().c_str(), "wb");
-  if (!out_) throw SaveError("[data] cannot create '" + temps_.back().string() + "': " + std::strerror(errno));
-  const std::string header(kTokenHeaderBytes, '\0');  // written for real by finish()
-  if (std::fwrite(header.data(), 1, header.size(), out_) != header.size()) {
-    throw SaveError("[data] cannot write '" + temps_.back().string() + "': " + std::strerror(errno));
-  }
-}
-
-void TokenWriter::close_shard() {
-  if (!out_) return;
-  const bool ok = std::fflush(out_) == 0 && ::fsync(fileno(out_)) == 0;
-  const bool closed = std::fclose(out_) == 0;
-  out_ = nullptr;
-  if (!ok || !closed) throw SaveError("[data] cannot write '" + temps_.back().string() + "': " + std::strerror(errno));
-}
-
-void TokenWriter::append(const int32_t* ids, size_t n) {
-  while (n > 0) {
-    if (!out_) open_shard();
-    const uint64_t room = shard_tokens_ - shard_counts_.back();
-    const size_t take = static_cast<size_t>(std::min<uint64_t>(room, n));
-    buf_.resize(take * width_);
-    for (size_t i = 0; i < take; ++i) {
-      const int32_t id = ids[i];
-      if (id < 0 || static_cast<uint32_t>(id) >= vocab_) {
-        throw DataError("[data] token id out of range at position " + std::to_string(count_ + i) + ": expected [0, " +
-                        std::to_string(vocab_) + "), got " + std::to_string(id));
-      }
-      if (width_ == 2) {
-        const auto v = static_cast<uint16_t>(id);
-        std::memcpy(&buf_[2 * i], &v, 2);
-      } else {
-        const auto v = static_cast<uint32_t>(id);
-        std::memcpy(&buf_[4 * i], &v, 4);
-      }
-    }
-    if (std::fwrite(buf_.data(), 1, buf_.size(), out_) != buf_.size()) {
-      throw SaveError("[data] cannot write '" + temps_.back().string() + "': " + std::strerror(errno) +
-                      ". Hint: is the disk full?");
-    }
-    shard_counts_.back() += take;
-    count_ += take;
-    ids += take;
-    n -= take;
-    if (shard_counts_.back() == shard_tokens_) close_shard();
-  }
-}
-
-TokenFileInfo TokenWriter::finish(const std::vector<tokenizer::CorpusInput>& inputs) {
-  close_shard();
-  if (count_ == 0) throw DataError("[prepare] the corpus gave no tokens: expected non-empty text");
-  TokenFileInfo info;
-  info.id_bytes = width_;
-  info.count = count_;
-  info.vocab_size = vocab_;
-  info.tokenizer_sha256 = tokenizer_sha256_;
-  info.source_sha256 = tokenizer::corpus_sha256(inputs);
-  info.shards = static_cast<uint32_t>(temps_.size());
-  for (size_t i = 0; i < temps_.size(); ++i) {  // each shard's real header, then fsynced
-    TokenFileInfo part = info;
-    part.count = shard_counts_[i];
-    const std::string header = make_header(part);
-    std::FILE* f = std::fopen(temps_[i].c_str(), "r+b");
-    const bool ok = f && std::fwrite(header.data(), 1, header.size(), f) == header.size() && std::fflush(f) == 0 &&
-                    ::fsync(fileno(f)) == 0;
-    if (f) std::fclose(f);
-    if (!ok) throw SaveError("[data] cannot write '" + temps_[i].string() + "': " + std::strerror(errno));
-  }
-  std::error_code ec;
-  const fs::path index = index_path(bin_);
-  const fs::path dir = bin_.has_parent_path() ? bin_.parent_path() : fs::path(".");
-  if (temps_.size() == 1 && inputs.size() == 1) {  // the single form: the index goes first, then the file
-    fs::remove(index, ec);
-    fs::rename(temps_[0], bin_, ec);
-    if (ec) throw SaveError("[data] cannot move token file to '" + bin_.string() + "': " + ec.message());
-  } else {  // the sharded form: the single file goes first, then the shards, then the index that names them
-    fs::remove(bin_, ec);
-    nlohmann::json shards = nlohmann::json::array(), ins = nlohmann::json::array();
-    for (size_t i = 0; i < temps_.size(); ++i) {
-      fs::rename(temps_[i], shard_path(bin_, i), ec);
-      if (ec) throw SaveError("[data] cannot move token shard to '" + shard_path(bin_, i).string() + "': " + ec.message());
-      shards.push_back({{"file", shard_path(bin_, i).filename().string()}, {"tokens", shard_counts_[i]}});
-    }
-    for (const auto& in : inputs) ins.push_back({{"path", in.path.string()}, {"bytes", in.bytes}, {"sha256", in.sha256}});
-    const nlohmann::json j = {{"format", kIndexFormat},         {"version", kIndexVersion},
-                              {"tokens", count_},               {"id_bytes", width_},
-                              {"vocab_size", vocab_},           {"tokenizer_sha256", tokenizer_sha256_},
-                              {"source_sha256", info.source_sha256}, {"shards", shards}, {"inputs", ins}};
-    util::atomic_write_file(index, j.dump(1) + "\n");
-  }
-  finished_ = true;
-  for (size_t i = temps_.size() == 1 && inputs.size() == 1 ? 0 : temps_.size();; ++i) {  // stale shards
-    if (!fs::remove(shard_path(bin_, i), ec)) break;
-  }
-  util::fsync_dir(dir);
-  return info;
 }
 
 }  // namespace lm::data

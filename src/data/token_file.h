@@ -19,7 +19,6 @@
 #pragma once
 
 #include <cstdint>
-#include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -51,40 +50,14 @@ std::filesystem::path index_path(const std::filesystem::path& bin);
 /// Shard i of the token data `bin` ("train.bin", 3 -> "train-00003.bin").
 std::filesystem::path shard_path(const std::filesystem::path& bin, size_t i);
 
-/// Writes token data as it comes, in shards of at most `shard_tokens` ids, each written to a temporary
-/// file. finish() publishes it: one shard from one input as the single token file `bin`, anything else as
-/// the index and its shards (the other form and stale shards are removed). Destroyed unfinished, it
-/// removes its temporary files and leaves what was there before.
-class TokenWriter {
- public:
-  /// REQUIRES: shard_tokens >= 1. Throws SaveError when `bin`'s directory cannot be written.
-  TokenWriter(std::filesystem::path bin, uint32_t vocab_size, std::string tokenizer_sha256,
-              uint64_t shard_tokens = kDefaultShardTokens);
-  ~TokenWriter();
-  TokenWriter(const TokenWriter&) = delete;
-  TokenWriter& operator=(const TokenWriter&) = delete;
+/// The 256 header bytes of a token file described by `info`.
+std::string token_file_header(const TokenFileInfo& info);
 
-  /// Appends ids. Throws DataError when one is outside [0, vocab_size), SaveError when writing fails.
-  void append(const int32_t* ids, size_t n);
-  uint64_t count() const { return count_; }
-  /// Publishes the data made from `inputs` (in order). Throws DataError when no id was appended,
-  /// SaveError when writing fails.
-  TokenFileInfo finish(const std::vector<tokenizer::CorpusInput>& inputs);
-
- private:
-  void open_shard();
-  void close_shard();
-  std::filesystem::path bin_;
-  uint32_t vocab_, width_;
-  std::string tokenizer_sha256_;
-  uint64_t shard_tokens_;
-  uint64_t count_ = 0;
-  std::vector<std::filesystem::path> temps_;  ///< one per shard, in order
-  std::vector<uint64_t> shard_counts_;
-  std::FILE* out_ = nullptr;                  ///< the open shard
-  std::vector<unsigned char> buf_;
-  bool finished_ = false;
-};
+/// Writes the index of sharded data `bin` (atomically): the whole stream's `info`, its shards (file name
+/// beside the index, ids) in order, and the inputs it was made from. Throws SaveError.
+void write_token_index(const std::filesystem::path& bin, const TokenFileInfo& info,
+                       const std::vector<std::pair<std::string, uint64_t>>& shards,
+                       const std::vector<tokenizer::CorpusInput>& inputs);
 
 /// Writes ids with a header, atomically. The id width is 2 bytes when vocab_size <= 65535, else 4.
 /// Throws DataError when an id is outside [0, vocab_size), SaveError when writing fails.

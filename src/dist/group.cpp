@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "dist/interface.h"
 #include "util/clock.h"
 #include "util/errors.h"
 #include "util/text.h"
@@ -60,6 +61,12 @@ std::string heartbeat_key(int r) { return "lmtrain/heartbeat/" + std::to_string(
 }  // namespace
 
 Group::Group(const LaunchEnv& env, const DistConfig& cfg) : env_(env), cfg_(cfg) {
+  // Before the store: an unresolvable MASTER_ADDR, or hosts that would only meet over loopback, are refused
+  // at once instead of after a timeout. GLOO_SOCKET_IFNAME is the variable torch.distributed reads.
+  const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
+  const auto [interface, why] = choose_gloo_interface(env, ifname ? ifname : "");
+  gloo_interface_ = interface;
+  if (!why.empty()) spdlog::info("dist: rank {}: Gloo on interface {}: {}", env.rank, interface, why);
   store_ = connect_store(env, cfg, is_root() && !env.agent_store);
   hb_store_ = connect_store(env, cfg, false);
   set("lmtrain/joined/" + std::to_string(rank()), std::to_string(::getpid()));
@@ -85,8 +92,7 @@ void Group::join_all() {
                            "MASTER_ADDR, MASTER_PORT and WORLD_SIZE.");
   }
   auto opts = c10d::ProcessGroupGloo::Options::create(std::chrono::seconds(cfg_.timeout_s));
-  const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");  // the variable torch.distributed reads
-  opts->devices.push_back(gloo_device(ifname ? ifname : ""));
+  opts->devices.push_back(gloo_device(gloo_interface_));
   opts->threads = 2;
   try {
     pg_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, rank(), size(), opts);

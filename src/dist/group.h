@@ -81,6 +81,7 @@ class Group {
   c10::intrusive_ptr<c10d::Store> store_;      ///< rendezvous keys (prefixed for torchrun's agent store)
   c10::intrusive_ptr<c10d::Store> hb_store_;   ///< the heartbeat thread's own connection
   c10::intrusive_ptr<c10d::ProcessGroupGloo> pg_;
+  std::string gloo_interface_;                 ///< choose_gloo_interface's choice ("" = the default device)
   std::thread heartbeat_;
   std::mutex hb_mutex_;
   std::condition_variable hb_cv_;

@@ -39,6 +39,7 @@ std::optional<LaunchEnv> read_launch_env(const std::function<std::optional<std::
   number("WORLD_SIZE", world, 1, 65536, env.world_size);
   number("RANK", get("RANK"), 0, env.world_size - 1, env.rank);
   if (auto local = get("LOCAL_RANK")) number("LOCAL_RANK", local, 0, 65535, env.local_rank);
+  if (auto local = get("LOCAL_WORLD_SIZE")) number("LOCAL_WORLD_SIZE", local, 1, env.world_size, env.local_world_size);
   const auto addr = get("MASTER_ADDR");
   const auto port = get("MASTER_PORT");
   if (env.world_size > 1 || addr || port) {

@@ -13,6 +13,8 @@ struct LaunchEnv {
   int rank = 0;        ///< RANK: this process, 0..world_size-1; rank 0 writes every file
   int world_size = 1;  ///< WORLD_SIZE: processes in the run
   int local_rank = 0;  ///< LOCAL_RANK: index on this machine (picks cuda:LOCAL_RANK); default 0
+  /// LOCAL_WORLD_SIZE: processes on this machine (torchrun sets it); 0 = unset. Below world_size: several hosts.
+  int local_world_size = 0;
   std::string master_addr = "127.0.0.1";  ///< MASTER_ADDR: host of the rendezvous store
   int master_port = 29500;                ///< MASTER_PORT
   /// TORCHELASTIC_USE_AGENT_STORE=True: torchrun's agent hosts the store (every rank is a client) and keys

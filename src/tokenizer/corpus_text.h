@@ -25,7 +25,7 @@ inline constexpr size_t kMaxLineBytes = size_t{1} << 20;
 /// The files of one corpus, in reading order.
 using CorpusFiles = std::vector<std::filesystem::path>;
 
-/// The files `spec` names (docs/training.md "Many files"): a file; a directory (every regular file below it,
+/// The files `spec` names (docs/training.md "Many files and large corpora"): a file; a directory (every regular file below it,
 /// recursively, sorted by path, names starting with '.' skipped with their folders); or a glob pattern
 /// (`*`, `?`, `[...]`, matched by glob(3), sorted; a matched directory counts as its files). Each file is
 /// checked with check_corpus_file. `role` names the corpus in messages. Throws DataError when a path is

@@ -7,15 +7,14 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <fstream>
 #include <mutex>
-#include <random>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
 
 #include "tokenizer/corpus_text.h"
 #include "tokenizer/sp_bridge.h"
+#include "tokenizer/training_text.h"
 #include "util/errors.h"
 #include "util/fs.h"
 #include "util/hash.h"
@@ -121,83 +120,19 @@ std::string training_hint(const std::string& why, const std::string& corpus, con
 
 }  // namespace
 
-int64_t tokenizer_sample_lines(const TokenizerConfig& cfg, uint64_t corpus_bytes) {
-  if (cfg.max_sentences > 0) return cfg.max_sentences;
-  return corpus_bytes > kAutoSampleBytes ? kAutoSampleLines : 0;
-}
-
-namespace {
-
-uint64_t corpus_bytes(const CorpusFiles& corpus) {
-  uint64_t total = 0;
-  for (const auto& f : corpus) {
-    std::error_code ec;
-    const auto n = fs::file_size(f, ec);
-    if (!ec) total += static_cast<uint64_t>(n);
-  }
-  return total;
-}
-
-// Streams `corpus` (checked block by block) into `out`: every non-blank line, or a reservoir sample of
-// `sample` of them (Vitter's algorithm R, seeded) written in corpus order. Returns {lines written, lines seen}.
-std::pair<int64_t, int64_t> write_training_text(const CorpusFiles& corpus, const fs::path& out, int64_t sample,
-                                                uint64_t seed) {
-  std::ofstream o(out, std::ios::binary);
-  if (!o) throw SaveError("[tokenizer] cannot write the training text '" + out.string() + "'");
-  CorpusReader reader(corpus);
-  std::mt19937_64 rng(seed ^ 0x746f6b656e697aULL);
-  std::vector<std::pair<int64_t, std::string>> kept;  // (line number among non-blank lines, line)
-  int64_t seen = 0;
-  std::string block;
-  while (reader.next(block)) {
-    std::string_view text = block;
-    for (size_t pos = 0; pos < text.size();) {
-      size_t end = text.find('\n', pos);
-      if (end == std::string_view::npos) end = text.size();
-      const std::string_view line = text.substr(pos, end - pos);
-      pos = end + 1;
-      if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
-      if (sample <= 0) {
-        o << line << '\n';
-      } else if (seen < sample) {
-        kept.emplace_back(seen, std::string(line));
-      } else if (const auto j = static_cast<int64_t>(rng() % static_cast<uint64_t>(seen + 1)); j < sample) {
-        kept[static_cast<size_t>(j)] = {seen, std::string(line)};
-      }
-      ++seen;
-    }
-  }
-  std::sort(kept.begin(), kept.end());
-  for (const auto& [n, line] : kept) o << line << '\n';
-  o.flush();
-  if (!o) throw SaveError("[tokenizer] cannot write the training text '" + out.string() + "'. Hint: is the disk full?");
-  return {sample <= 0 ? seen : static_cast<int64_t>(kept.size()), seen};
-}
-
-// Removes a file when it goes out of scope.
-struct RemoveLater {
-  fs::path path;
-  ~RemoveLater() {
-    std::error_code ec;
-    if (!path.empty()) fs::remove(path, ec);
-  }
-};
-
-}  // namespace
-
 void train_tokenizer(const CorpusFiles& corpus, const fs::path& model_path, const TokenizerConfig& cfg, int threads,
                      uint64_t seed) {
   if (model_path.has_parent_path()) fs::create_directories(model_path.parent_path());
   const uint64_t bytes = corpus_bytes(corpus);
   const int64_t sample = tokenizer_sample_lines(cfg, bytes);
   fs::path input = corpus.empty() ? fs::path() : corpus.front();
-  RemoveLater text;
+  TrainingText text;
   if (corpus.size() == 1 && sample == 0) {
     read_corpus(input, "training corpus");  // refuses what SentencePiece would misread or report obscurely
   } else {
-    text.path = model_path.string() + "." + util::temp_suffix() + ".txt";
-    const auto [used, seen] = write_training_text(corpus, text.path, sample, seed);
+    text = write_training_text(corpus, model_path.string() + "." + util::temp_suffix() + ".txt", sample, seed);
     input = text.path;
+    const int64_t used = text.lines, seen = text.lines_seen;
     if (sample > 0 && used < seen) {
       spdlog::info("tokenizer: training on a sample of {} of {} lines ({:.1f} MB of text{}; seed {}; "
                    "tokenizer.max_sentences sets the size)",

@@ -11,17 +11,9 @@
 
 #include "tokenizer/corpus_text.h"
 #include "tokenizer/tokenizer_config.h"
+#include "tokenizer/training_text.h"
 
 namespace lm::tokenizer {
-
-/// Above this many bytes of text, tokenizer.max_sentences = 0 (auto) trains on a sample of
-/// kAutoSampleLines lines instead of every line (docs/training.md "Many files").
-inline constexpr uint64_t kAutoSampleBytes = uint64_t{100} << 20;
-inline constexpr int64_t kAutoSampleLines = 1000000;
-
-/// Lines a tokenizer trains on: `max_sentences` when > 0, else all of them up to kAutoSampleBytes of text
-/// and kAutoSampleLines above; 0 = every line.
-int64_t tokenizer_sample_lines(const TokenizerConfig& cfg, uint64_t corpus_bytes);
 
 /// Trains a SentencePiece model from the UTF-8 text of `corpus` and writes it to `model_path` atomically: on
 /// any failure (e.g. vocab_size above what the corpus allows) no file is left at `model_path`. Several files,
