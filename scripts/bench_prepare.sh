@@ -54,7 +54,7 @@ for i in range(files):
 open(os.path.join(out, ".complete"), "w").close()
 EOF
 fi
-bytes=$(find "$corpus" -type f -name '*.txt' -printf '%s\n' | awk '{s += $1} END {print s}')
+bytes=$(find "$corpus" -type f -name '*.txt' -printf '%s\n' | awk '{s += $1} END {printf "%.0f", s}')
 nfiles=$(find "$corpus" -type f -name '*.txt' | wc -l)
 echo "corpus: $corpus, $nfiles files, $bytes bytes"
 

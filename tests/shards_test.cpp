@@ -15,6 +15,7 @@
 #include "tokenizer/corpus_text.h"
 #include "test_util.h"
 #include "util/errors.h"
+#include "util/hash.h"
 
 namespace lm::test {
 
@@ -146,23 +147,31 @@ TEST(Shards, AChangedAddedOrRemovedFileMakesTheDataStale) {
   fs::remove(root / "part0.txt");
   EXPECT_FALSE(data::token_file_is_current(tokenizer::list_corpus_files(root.string(), "c"), tok, dir / "d.bin"))
       << "removed";
-  fs::rename(root / "part2.txt", root / "part0.txt");
-  auto renamed = tokenizer::list_corpus_files(root.string(), "c");
-  EXPECT_FALSE(data::token_file_is_current(renamed, tok, dir / "d.bin")) << "renamed";
+  files = tokenizer::list_corpus_files(root.string(), "c");
+  data::prepare_corpus(files, tok, dir / "d.bin");
+  EXPECT_TRUE(data::token_file_is_current(files, tok, dir / "d.bin"));
+  // The same folder spelled another way is the same corpus.
+  EXPECT_TRUE(data::token_file_is_current(tokenizer::list_corpus_files((root / "." / "").string(), "c"), tok,
+                                          dir / "d.bin"));
+  fs::rename(root / "part2.txt", root / "part0.txt");  // same bytes, another name
+  EXPECT_FALSE(data::token_file_is_current(tokenizer::list_corpus_files(root.string(), "c"), tok, dir / "d.bin"))
+      << "renamed";
 }
 
 TEST(Shards, ABadFileInADirectoryIsNamedAndNothingIsWritten) {
   ScratchDir dir("shards_bad");
   const fs::path root = write_parts(dir, 5);
   tokenizer::Tokenizer tok(english_tokenizer_path());
+  const size_t before = lines_of(root / "part2.txt").size();
   std::ofstream(root / "part2.txt", std::ios::app) << "fine line\nbad \xff byte\n";
   const auto files = tokenizer::list_corpus_files(root.string(), "training corpus");
   try {
-    data::prepare_corpus(files, tok, dir / "d.bin", options(2, 256));
+    data::prepare_corpus(files, tok, dir / "d.bin", options(2, 256));  // the bad line is blocks into the file
     ADD_FAILURE() << "invalid UTF-8 was accepted";
   } catch (const DataError& e) {
     const std::string m = e.what();
-    EXPECT_NE(m.find((root / "part2.txt").string() + ":"), std::string::npos) << m;
+    EXPECT_NE(m.find((root / "part2.txt").string() + ":" + std::to_string(before + 2) + ":5: invalid UTF-8"),
+              std::string::npos) << m;
     EXPECT_NE(m.find("invalid UTF-8"), std::string::npos) << m;
   }
   EXPECT_FALSE(data::token_data_exists(dir / "d.bin"));
@@ -197,6 +206,49 @@ TEST(Prepare, StreamedBlocksOnThreadsWriteTheSingleThreadedBytesWithFewBlocksAli
     EXPECT_LE(stats.max_blocks_alive, static_cast<uint64_t>(threads));
     EXPECT_GE(stats.max_blocks_alive, 1u);
     EXPECT_EQ(stats.lines, one_stats.lines);
+  }
+}
+
+// Blocks are whole lines of one file for any block size: a last line without a newline, a file whose size
+// is a multiple of the block, lines longer than the block; a line over kMaxLineBytes without a newline yet.
+TEST(CorpusReader, BlocksAreWholeLinesOfOneFileForAnyBlockSize) {
+  ScratchDir dir("corpus_reader");
+  const std::vector<std::pair<std::string, std::string>> texts = {
+      {"a.txt", "one\ntwo lines\nno newline at the end"},
+      {"b.txt", "0123456\n89abcde\n"},  // 16 bytes: a multiple of blocks of 1, 2, 4, 8 and 16
+      {"c.txt", std::string(300, 'x') + "\nshort\n\n  \n"}};
+  tokenizer::CorpusFiles files;
+  for (const auto& [name, text] : texts) {
+    std::ofstream(dir / name, std::ios::binary) << text;
+    files.push_back(dir / name);
+  }
+  for (size_t block : {1, 2, 7, 8, 16, 64, 4096}) {
+    tokenizer::CorpusReader reader(files, block);
+    std::vector<std::string> got(files.size());
+    std::string b;
+    size_t file = 0, total = 0;
+    while (reader.next(b)) {
+      while (file + 1 < files.size() && got[file].size() == texts[file].second.size()) ++file;
+      EXPECT_TRUE(b.back() == '\n' || got[file].size() + b.size() == texts[file].second.size()) << block;
+      got[file] += b;
+      total += b.size();
+    }
+    for (size_t i = 0; i < files.size(); ++i) EXPECT_EQ(got[i], texts[i].second) << "block " << block;
+    EXPECT_EQ(reader.bytes_read(), total);
+    EXPECT_EQ(reader.lines_read(), 3u + 2u + 4u) << "block " << block;
+    ASSERT_EQ(reader.inputs().size(), 3u);
+    EXPECT_EQ(reader.inputs()[1].sha256, util::sha256_file(dir / "b.txt"));
+    EXPECT_EQ(reader.inputs()[2].bytes, texts[2].second.size());
+  }
+  std::ofstream(dir / "long.txt", std::ios::binary) << "fine\n" << std::string(tokenizer::kMaxLineBytes + 10, 'y');
+  tokenizer::CorpusReader reader({dir / "long.txt"}, 64 * 1024);
+  std::string b;
+  try {
+    while (reader.next(b)) {
+    }
+    ADD_FAILURE() << "an over-long line was accepted";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("long.txt:2:1: line longer than"), std::string::npos) << e.what();
   }
 }
 
@@ -288,6 +340,36 @@ TEST(Shards, TrainingOnADirectoryMatchesItsConcatenationAndResumesBitwiseMidShar
   auto held_out = run_lmtrain("train -c " + write_run_config(dir, held_spec).string());
   ASSERT_EQ(held_out.exit_code, 0) << held_out.output;
   EXPECT_NE(held_out.output.find("held out 1 of 5 files"), std::string::npos) << held_out.output;
+
+  // run.dir inside the corpus folder: refused before anything is read or written.
+  RunSpec inside = held_spec;
+  inside.run = "corpus/sub/run";
+  auto refused = run_lmtrain("train -c " + write_run_config(dir, inside).string());
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_NE(refused.output.find("holds run.dir"), std::string::npos) << refused.output;
+  EXPECT_FALSE(fs::exists(root / "sub" / "run"));
+}
+
+// A stop asked for between blocks (Ctrl-C in `lmtrain train`) ends the preparation with what the check threw,
+// and leaves neither token data nor temporary shards; what was there before stays.
+TEST(Prepare, AStopBetweenBlocksLeavesWhatWasThere) {
+  ScratchDir dir("prep_stop");
+  const fs::path root = write_parts(dir, 5);
+  tokenizer::Tokenizer tok(english_tokenizer_path());
+  const auto files = tokenizer::list_corpus_files(root.string(), "training corpus");
+  data::prepare_corpus({dir / "all.txt"}, tok, dir / "d.bin");
+  const std::string before = slurp(dir / "d.bin");
+  auto opts = options(2, 64, 1024);
+  int blocks = 0;
+  opts.check_stop = [&] {
+    if (++blocks == 20) throw Interrupted(ExitCode::kSigInt, "stopped");
+  };
+  EXPECT_THROW(data::prepare_corpus(files, tok, dir / "d.bin", opts), Interrupted);
+  EXPECT_EQ(slurp(dir / "d.bin"), before);
+  EXPECT_FALSE(fs::exists(dir / "d.index.json"));
+  for (const auto& e : fs::directory_iterator(dir.path())) {
+    EXPECT_EQ(e.path().filename().string().find("d-0"), std::string::npos) << "left behind: " << e.path();
+  }
 }
 
 }  // namespace lm::test

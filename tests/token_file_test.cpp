@@ -63,9 +63,10 @@ TEST(Prepare, EncodesLinesWithEndOfLineIdsAndDetectsStaleness) {
   EXPECT_THROW(data::prepare_corpus({dir / "missing.txt"}, tok, dir / "x.bin"), DataError);
 }
 
-data::PrepareOptions with_threads(int n) {
+data::PrepareOptions with_threads(int n) {  // in blocks of 64 bytes: many more blocks than threads
   data::PrepareOptions o;
   o.threads = n;
+  o.block_bytes = 64;
   return o;
 }
 

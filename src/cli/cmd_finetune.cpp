@@ -123,7 +123,9 @@ class Reporter {
     const double old_before = train::evaluate(*before, old_val, B, 0).loss, old_after = train::evaluate(model, old_val, B, 0).loss;
     std::printf("forgetting report (validation loss, nats/token, whole files)\n");
     std::printf("  %-44s %9s %9s %9s\n", "", "before", "after", "change");
-    const std::string new_name = cfg_.data.val.empty() ? (run_dir_ / "val.txt").string() : cfg_.data.val;
+    const std::string new_name = !cfg_.data.val.empty()                    ? cfg_.data.val
+                                 : fs::is_regular_file(run_dir_ / "val.txt") ? (run_dir_ / "val.txt").string()
+                                                                             : "files held out of " + cfg_.data.train;
     std::printf("  %-44s %9.4f %9.4f %+9.4f\n", ("new: " + new_name).c_str(), new_before, new_after, new_after - new_before);
     std::printf("  %-44s %9.4f %9.4f %+9.4f\n", ("original: " + orig_name).c_str(), old_before, old_after,
                 old_after - old_before);

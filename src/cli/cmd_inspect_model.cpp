@@ -27,7 +27,7 @@ namespace {
 std::pair<torch::Tensor, torch::Tensor> shape_batch(const fs::path& bin, const std::string& tokenizer_sha, int64_t V,
                                                     int64_t B, int64_t T, std::string& source) {
   std::string why = "no token file at " + bin.string();
-  if (fs::is_regular_file(bin)) {
+  if (data::token_data_exists(bin)) {
     data::TokenFile file(bin);
     if (tokenizer_sha.empty() || file.info().tokenizer_sha256 != tokenizer_sha) {
       why = bin.string() + " was made by another tokenizer";

@@ -13,9 +13,30 @@
 #include "util/threads.h"
 
 namespace lm::cli {
+namespace fs = std::filesystem;
 namespace {
 
 std::vector<std::string> g_command_line;
+
+// Whether `child` is `parent` or inside it (both resolved as far as they exist).
+bool within(const fs::path& child, const fs::path& parent) {
+  std::error_code ec;
+  const fs::path rel = fs::weakly_canonical(child, ec).lexically_relative(fs::weakly_canonical(parent, ec));
+  return !rel.empty() && rel.native().rfind("..", 0) != 0;
+}
+
+// run.dir inside a corpus folder would make the run's own files (token data, checkpoints) corpus files.
+void refuse_run_dir_in_corpus(const std::string& key, const std::string& spec, const tokenizer::CorpusFiles& files,
+                              const fs::path& run_dir) {
+  std::error_code ec;
+  bool inside = fs::is_directory(spec, ec) && within(run_dir, spec);
+  for (const auto& f : files) inside = inside || within(f, run_dir);
+  if (inside) {
+    throw ConfigError("[data] " + key + " '" + spec + "' holds run.dir '" + run_dir.string() + "': expected run.dir " +
+                      "outside the corpus (its token data and checkpoints would be read as text). Hint: move "
+                      "run.dir, or the corpus.");
+  }
+}
 
 }  // namespace
 
@@ -23,8 +44,12 @@ void set_command_line(int argc, char** argv) { g_command_line.assign(argv, argv 
 
 RunProcess::RunProcess(const config::RunConfig& cfg) {
   // The texts first: a missing corpus is reported before the run directory is created or locked.
-  tokenizer::list_corpus_files(cfg.data.train, "training corpus");
-  if (!cfg.data.val.empty()) tokenizer::list_corpus_files(cfg.data.val, "validation text");
+  refuse_run_dir_in_corpus("data.train", cfg.data.train, tokenizer::list_corpus_files(cfg.data.train, "training corpus"),
+                           cfg.run.dir);
+  if (!cfg.data.val.empty()) {
+    refuse_run_dir_in_corpus("data.val", cfg.data.val, tokenizer::list_corpus_files(cfg.data.val, "validation text"),
+                             cfg.run.dir);
+  }
   if (auto env = dist::launch_env_from_process(); env && env->world_size > 1) {
     util::set_log_rank(env->rank);
     group_ = std::make_unique<dist::Group>(*env, cfg.dist);

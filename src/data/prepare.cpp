@@ -89,8 +89,9 @@ class Progress {
 // most `threads` blocks are alive.
 class Pipeline {
  public:
-  Pipeline(tokenizer::CorpusReader& reader, const tokenizer::Tokenizer& tok, TokenWriter& writer, Progress& progress)
-      : reader_(reader), tok_(tok), writer_(writer), progress_(progress) {}
+  Pipeline(tokenizer::CorpusReader& reader, const tokenizer::Tokenizer& tok, TokenWriter& writer, Progress& progress,
+           std::function<void()> check_stop)
+      : reader_(reader), tok_(tok), writer_(writer), progress_(progress), check_stop_(std::move(check_stop)) {}
 
   void run(int threads, PrepareStats& stats) {
     std::vector<std::thread> workers;
@@ -125,6 +126,7 @@ class Pipeline {
         uint64_t seq = 0, bytes = 0, lines = 0;  // bytes and lines read up to the end of this block
         {
           std::lock_guard<std::mutex> lock(read_mu_);
+          if (check_stop_) check_stop_();
           if (failed_ || !reader_.next(block)) return;
           seq = next_read_++;
           bytes = reader_.bytes_read();
@@ -152,6 +154,7 @@ class Pipeline {
   const tokenizer::Tokenizer& tok_;
   TokenWriter& writer_;
   Progress& progress_;
+  std::function<void()> check_stop_;
   std::mutex read_mu_, write_mu_;  // read_mu_ before write_mu_ when both are held; failed_ under write_mu_
   std::condition_variable turn_;
   uint64_t next_read_ = 0, next_write_ = 0, alive_ = 0, max_alive_ = 0;
@@ -169,7 +172,7 @@ TokenFileInfo prepare_corpus(const tokenizer::CorpusFiles& corpus, const tokeniz
   local.threads = encode_threads(opts.threads, reader.total_bytes());
   {
     Progress progress(opts.progress, reader.total_bytes());
-    Pipeline(reader, tok, writer, progress).run(local.threads, local);
+    Pipeline(reader, tok, writer, progress, opts.check_stop).run(local.threads, local);
   }
   if (writer.count() == 0) {
     throw DataError("[prepare] corpus " + tokenizer::describe_files(corpus) + " gave no tokens: expected non-empty text");

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 
 #include "data/token_file.h"
 #include "data/token_writer.h"
@@ -20,6 +21,9 @@ struct PrepareOptions {
   size_t block_bytes = tokenizer::kDefaultBlockBytes;  ///< text per block of lines handed to a thread
   uint64_t shard_tokens = kDefaultShardTokens;         ///< ids per shard of the output
   bool progress = true;  ///< a live line on a terminal, else a log line per 10% (corpora of 64 MiB or more)
+  /// Called before each block is read; what it throws (e.g. Interrupted on Ctrl-C) ends the preparation,
+  /// temporary shards removed. Empty = never stops.
+  std::function<void()> check_stop;
 };
 
 /// What one prepare_corpus did (for tests and the benchmark).
@@ -33,7 +37,8 @@ struct PrepareStats {
 /// Encodes `corpus` with `tok` into the token data `out` (a single file, or shards and an index: see
 /// TokenWriter), never holding more than a block of text and its ids per thread. Returns its info.
 /// Throws DataError when a file is not a corpus (naming it) or the corpus yields no tokens, SaveError when
-/// writing fails; what `out` held before is kept then.
+/// writing fails, or what opts.check_stop throws; a failure before the end keeps what `out` held (one while
+/// publishing leaves one complete form or none).
 TokenFileInfo prepare_corpus(const tokenizer::CorpusFiles& corpus, const tokenizer::Tokenizer& tok,
                              const std::filesystem::path& out, const PrepareOptions& opts = {},
                              PrepareStats* stats = nullptr);

@@ -12,10 +12,21 @@
 namespace lm::data {
 namespace fs = std::filesystem;
 
+namespace {
+
+const char* kHint = " Hint: check the folder's permissions and free space.";
+
+}  // namespace
+
 TokenWriter::TokenWriter(fs::path bin, uint32_t vocab_size, std::string tokenizer_sha256, uint64_t shard_tokens)
     : bin_(std::move(bin)), vocab_(vocab_size), width_(vocab_size <= 65535 ? 2 : 4),
       tokenizer_sha256_(std::move(tokenizer_sha256)), shard_tokens_(std::max<uint64_t>(shard_tokens, 1)) {
-  if (bin_.has_parent_path()) fs::create_directories(bin_.parent_path());
+  std::error_code ec;
+  if (bin_.has_parent_path()) fs::create_directories(bin_.parent_path(), ec);
+  if (ec) {
+    throw SaveError("[data] cannot create the folder of '" + bin_.string() + "': expected a writable path, got " +
+                    ec.message() + "." + kHint);
+  }
 }
 
 TokenWriter::~TokenWriter() {
@@ -29,10 +40,10 @@ void TokenWriter::open_shard() {
   temps_.push_back(shard_path(bin_, temps_.size()).string() + "." + util::temp_suffix());
   shard_counts_.push_back(0);
   out_ = std::fopen(temps_.back().c_str(), "wb");
-  if (!out_) throw SaveError("[data] cannot create '" + temps_.back().string() + "': " + std::strerror(errno));
+  if (!out_) throw SaveError("[data] cannot create '" + temps_.back().string() + "': " + std::strerror(errno) + "." + kHint);
   const std::string header(kTokenHeaderBytes, '\0');  // written for real by finish()
   if (std::fwrite(header.data(), 1, header.size(), out_) != header.size()) {
-    throw SaveError("[data] cannot write '" + temps_.back().string() + "': " + std::strerror(errno));
+    throw SaveError("[data] cannot write '" + temps_.back().string() + "': " + std::strerror(errno) + "." + kHint);
   }
 }
 
@@ -41,7 +52,9 @@ void TokenWriter::close_shard() {
   const bool ok = std::fflush(out_) == 0 && ::fsync(fileno(out_)) == 0;
   const bool closed = std::fclose(out_) == 0;
   out_ = nullptr;
-  if (!ok || !closed) throw SaveError("[data] cannot write '" + temps_.back().string() + "': " + std::strerror(errno));
+  if (!ok || !closed) {
+    throw SaveError("[data] cannot write '" + temps_.back().string() + "': " + std::strerror(errno) + "." + kHint);
+  }
 }
 
 void TokenWriter::append(const int32_t* ids, size_t n) {
@@ -59,8 +72,7 @@ void TokenWriter::append(const int32_t* ids, size_t n) {
       std::memcpy(&buf_[width_ * i], &v, width_);
     }
     if (std::fwrite(buf_.data(), 1, buf_.size(), out_) != buf_.size()) {
-      throw SaveError("[data] cannot write '" + temps_.back().string() + "': " + std::strerror(errno) +
-                      ". Hint: is the disk full?");
+      throw SaveError("[data] cannot write '" + temps_.back().string() + "': " + std::strerror(errno) + "." + kHint);
     }
     shard_counts_.back() += take;
     count_ += take;
@@ -72,7 +84,10 @@ void TokenWriter::append(const int32_t* ids, size_t n) {
 
 TokenFileInfo TokenWriter::finish(const std::vector<tokenizer::CorpusInput>& inputs) {
   close_shard();
-  if (count_ == 0) throw DataError("[prepare] the corpus gave no tokens: expected non-empty text");
+  if (count_ == 0) {
+    throw DataError("[data] token data '" + bin_.string() + "': expected at least one token, got none. Hint: the "
+                    "corpus's lines must hold text the tokenizer encodes.");
+  }
   TokenFileInfo info;
   info.id_bytes = width_;
   info.count = count_;
@@ -88,20 +103,24 @@ TokenFileInfo TokenWriter::finish(const std::vector<tokenizer::CorpusInput>& inp
     const bool ok = f && std::fwrite(header.data(), 1, header.size(), f) == header.size() && std::fflush(f) == 0 &&
                     ::fsync(fileno(f)) == 0;
     if (f) std::fclose(f);
-    if (!ok) throw SaveError("[data] cannot write '" + temps_[i].string() + "': " + std::strerror(errno));
+    if (!ok) throw SaveError("[data] cannot write '" + temps_[i].string() + "': " + std::strerror(errno) + "." + kHint);
   }
   std::error_code ec;
   const bool single = temps_.size() == 1 && inputs.size() == 1;
   if (single) {  // the index goes first, then the file takes its place
     fs::remove(index_path(bin_), ec);
     fs::rename(temps_[0], bin_, ec);
-    if (ec) throw SaveError("[data] cannot move token file to '" + bin_.string() + "': " + ec.message());
-  } else {  // the single file goes first, then the shards, then the index that names them
+    if (ec) throw SaveError("[data] cannot move token file to '" + bin_.string() + "': " + ec.message() + "." + kHint);
+  } else {  // the index and the single file go first, then the shards move in, then the index names them
+    fs::remove(index_path(bin_), ec);
     fs::remove(bin_, ec);
     std::vector<std::pair<std::string, uint64_t>> shards;
     for (size_t i = 0; i < temps_.size(); ++i) {
       fs::rename(temps_[i], shard_path(bin_, i), ec);
-      if (ec) throw SaveError("[data] cannot move token shard to '" + shard_path(bin_, i).string() + "': " + ec.message());
+      if (ec) {
+        throw SaveError("[data] cannot move token shard to '" + shard_path(bin_, i).string() + "': " + ec.message() +
+                        "." + kHint);
+      }
       shards.emplace_back(shard_path(bin_, i).filename().string(), shard_counts_[i]);
     }
     write_token_index(bin_, info, shards, inputs);

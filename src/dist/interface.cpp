@@ -99,7 +99,8 @@ std::pair<std::string, std::string> choose_gloo_interface(const LaunchEnv& env, 
           ") is reached over the loopback interface '" + r.interface + "': the other hosts could never reach it. "
           "Hint: set MASTER_ADDR (torchrun --master_addr) to rank 0's address on the network the hosts share; "
           "torchrun's c10d rendezvous sets it to the rendezvous host's hostname, which must then resolve to that "
-          "address (or use static rendezvous). GLOO_SOCKET_IFNAME names the interface on that network.");
+          "address (or use static rendezvous). GLOO_SOCKET_IFNAME names the interface on that network (=lo for "
+          "several nodes on one machine).");
     }
     return {"", ""};  // one host over loopback: torch.distributed's default, as before
   }

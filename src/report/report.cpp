@@ -48,7 +48,7 @@ void check_output(const fs::path& out) {
 
 void count_training_ids(Sources& s) {
   const fs::path bin = s.run_dir / "train.bin";
-  if (!fs::is_regular_file(bin)) {
+  if (!data::token_data_exists(bin)) {
     s.counts_source = "no train.bin in " + s.run_dir.string() + ": pieces by id, not by frequency";
     return;
   }

@@ -129,10 +129,14 @@ nlohmann::json final_validation(const Sources& s, const nlohmann::json& curves) 
 nlohmann::json summary_section(const Sources& s, const nlohmann::json& curves) {
   const auto& st = s.ck.state;
   // A run whose config names no validation file trained on run.dir/train.txt and validated on val.txt, both
-  // cut from data.train (data/split.h).
+  // cut from one data.train file, or held out whole files of several (data/split.h).
   const bool held_out = s.cfg && s.cfg->data.val.empty();
-  nlohmann::json data_json = {{"train", data_file(held_out ? (s.run_dir / "train.txt").string() : s.cfg ? s.cfg->data.train : "")},
-                              {"val", data_file(held_out ? (s.run_dir / "val.txt").string() : s.cfg ? s.cfg->data.val : "")},
+  const bool lines = held_out && fs::is_regular_file(s.run_dir / "val.txt");
+  const std::string val = lines ? (s.run_dir / "val.txt").string()
+                          : held_out ? s.cfg->data.train + " (whole files held out)"
+                          : s.cfg ? s.cfg->data.val : "";
+  nlohmann::json data_json = {{"train", data_file(lines ? (s.run_dir / "train.txt").string() : s.cfg ? s.cfg->data.train : "")},
+                              {"val", data_file(val)},
                               {"held_out_of", held_out ? nlohmann::json(s.cfg->data.train) : nlohmann::json(nullptr)},
                               {"val_fraction", held_out ? nlohmann::json(s.cfg->data.val_fraction) : nlohmann::json(nullptr)},
                               {"train_tokens", st.data.train_tokens},

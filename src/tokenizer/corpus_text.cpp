@@ -104,9 +104,10 @@ CorpusFiles list_corpus_files(const std::string& spec, std::string_view role) {
     const int rc = ::glob(spec.c_str(), GLOB_ERR, nullptr, &g);
     std::vector<std::string> matches(g.gl_pathv, g.gl_pathv + (rc == 0 ? g.gl_pathc : 0));
     globfree(&g);
+    if (rc == GLOB_NOSPACE) throw DataError("[corpus] " + std::string(role) + " pattern '" + spec + "': out of memory");
     if (rc != 0 && rc != GLOB_NOMATCH) {
-      throw DataError("[corpus] " + std::string(role) + " pattern '" + spec + "' cannot be read (a folder on its way " +
-                      "is unreadable). Hint: check its permissions.");
+      throw DataError("[corpus] " + std::string(role) + " pattern '" + spec + "' cannot be matched: expected readable " +
+                      "folders, got one that cannot be read. Hint: check the permissions of the folders it names.");
     }
     std::sort(matches.begin(), matches.end());
     for (const auto& m : matches) {
@@ -155,8 +156,19 @@ std::vector<CorpusInput> hash_corpus(const CorpusFiles& files) {
 
 std::string corpus_sha256(const std::vector<CorpusInput>& inputs) {
   if (inputs.size() == 1) return inputs.front().sha256;
+  // Paths relative to the files' common folder: `corpus`, `./corpus/` and `/abs/corpus` are one corpus.
+  std::vector<fs::path> paths;
+  for (const auto& in : inputs) paths.push_back(fs::absolute(in.path).lexically_normal());
+  fs::path common = paths.empty() ? fs::path() : paths.front().parent_path();
+  for (const auto& p : paths) {
+    while (!common.empty() && p.lexically_relative(common).string().rfind("..", 0) == 0) {
+      common = common.parent_path() == common ? fs::path() : common.parent_path();
+    }
+  }
   std::string listing;
-  for (const auto& in : inputs) listing += in.sha256 + "  " + in.path.string() + "\n";
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    listing += inputs[i].sha256 + "  " + (common.empty() ? paths[i] : paths[i].lexically_relative(common)).string() + "\n";
+  }
   return util::sha256_hex(listing);
 }
 
@@ -172,7 +184,10 @@ CorpusReader::CorpusReader(CorpusFiles files, size_t block_bytes)
 void CorpusReader::open_next_file() {
   const fs::path& path = files_[file_];
   in_ = std::ifstream(path, std::ios::binary);
-  if (!in_) throw DataError("[corpus] '" + path.string() + "' cannot be opened for reading. " + kHint);
+  if (!in_) {
+    throw DataError("[corpus] '" + path.string() + "' cannot be opened for reading: expected a readable file, got " +
+                    std::strerror(errno) + ". Hint: did it change while the corpus was being read?");
+  }
   carry_.clear();
   line_ = 1;
   any_text_ = false;
@@ -198,7 +213,10 @@ bool CorpusReader::next(std::string& block) {
     buf.resize(have + block_bytes_);
     in_.read(&buf[have], static_cast<std::streamsize>(block_bytes_));
     const size_t got = static_cast<size_t>(in_.gcount());
-    if (in_.bad()) throw DataError("[corpus] '" + path.string() + "' could not be read to its end. " + kHint);
+    if (in_.bad()) {
+      throw DataError("[corpus] '" + path.string() + "' could not be read to its end: expected " +
+                      std::to_string(file_bytes_ + got) + "+ readable bytes, got a read error. Hint: check the disk.");
+    }
     buf.resize(have + got);
     sha_.update(buf.data() + have, got);
     file_bytes_ += got;

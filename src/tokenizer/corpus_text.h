@@ -47,7 +47,8 @@ std::vector<CorpusInput> hash_corpus(const CorpusFiles& files);
 
 /// The corpus's identity, what token files, tokenizer sidecars and checkpoints record: a single file's
 /// SHA-256 (so a one-file corpus is recorded as it always was), else the SHA-256 of one line
-/// "SHA256  PATH\n" per file in order: a changed, added, removed or renamed file changes it.
+/// "SHA256  PATH\n" per file in order, PATH relative to the files' common folder (however the folder was
+/// spelled): a changed, added, removed or renamed file changes it.
 std::string corpus_sha256(const std::vector<CorpusInput>& inputs);
 
 /// Bytes of text in one block of CorpusReader unless told otherwise.

@@ -138,7 +138,7 @@ void train_tokenizer(const CorpusFiles& corpus, const fs::path& model_path, cons
                    "tokenizer.max_sentences sets the size)",
                    used, seen, bytes / 1e6,
                    cfg.max_sentences > 0 ? "" : fmt::format(", above the {} MB for which every line is used",
-                                                            kAutoSampleBytes >> 20),
+                                                            kAutoSampleBytes / 1000000),
                    seed);
     }
   }
@@ -200,6 +200,10 @@ bool ensure_tokenizer(const CorpusFiles& corpus, const fs::path& model_path, con
       // Sidecars from before these settings existed describe tokenizers trained without either.
       if (had.is_object() && !had.contains("byte_fallback")) had["byte_fallback"] = false;
       if (had.is_object() && !had.contains("normalization")) had["normalization"] = "nfkc";
+      // ... and before lmtrain drew its own sample (SentencePiece drew it): kept, not retrained.
+      if (had.is_object() && !had.contains("sample_seed") && want.contains("sample_seed")) {
+        had["sample_seed"] = want["sample_seed"];
+      }
       if (had == want) return false;
     } catch (const nlohmann::json::exception&) {
       // unreadable sidecar: retrain

@@ -1,6 +1,8 @@
 #include "tokenizer/training_text.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <random>
 #include <string>
@@ -51,7 +53,10 @@ TrainingText write_training_text(const CorpusFiles& corpus, const fs::path& out,
   TrainingText text;
   text.path = out;  // removed again if anything below throws
   std::ofstream o(out, std::ios::binary);
-  if (!o) throw SaveError("[tokenizer] cannot write the training text '" + out.string() + "'");
+  if (!o) {
+    throw SaveError("[tokenizer] cannot create the training text '" + out.string() + "': " + std::strerror(errno) +
+                    ". Hint: check the folder's permissions and free space.");
+  }
   CorpusReader reader(corpus);
   std::mt19937_64 rng(seed ^ 0x746f6b656e697aULL);
   std::vector<std::pair<int64_t, std::string>> kept;  // (index among non-blank lines, line)

@@ -12,7 +12,7 @@ namespace lm::tokenizer {
 
 /// Above this many bytes of text, tokenizer.max_sentences = 0 (auto) trains on a sample of
 /// kAutoSampleLines lines instead of every line.
-inline constexpr uint64_t kAutoSampleBytes = uint64_t{100} << 20;
+inline constexpr uint64_t kAutoSampleBytes = 100'000'000;  // 100 MB
 inline constexpr int64_t kAutoSampleLines = 1000000;
 
 /// Lines a tokenizer trains on: `max_sentences` when > 0, else all of them up to kAutoSampleBytes of text

@@ -26,12 +26,14 @@ using util::seconds_since;
 // run trains one unless the existing one was trained on the same corpus with the same settings.
 void ensure_run_tokenizer(const TrainJob& job, const fs::path& path) {
   const auto t0 = Clock::now();
-  if (!job.init_from.empty()) {
-    const fs::path src = job.init_from / "tokenizer.model";
+  // A resume continues with its checkpoint's tokenizer (preflight compared its settings with the config).
+  const fs::path ckpt = !job.init_from.empty() ? job.init_from : job.resume_from;
+  if (!ckpt.empty()) {
+    const fs::path src = ckpt / "tokenizer.model";
     if (!fs::is_regular_file(path) || util::sha256_file(path) != util::sha256_file(src)) {
       util::atomic_write_file(path, util::read_file(src, "checkpoint tokenizer"));
     }
-    spdlog::info("tokenizer: {} (from {})", path.string(), job.init_from.string());
+    spdlog::info("tokenizer: {} (from {})", path.string(), ckpt.string());
     return;
   }
   const std::string from = tokenizer::describe_files(job.train_files);
@@ -62,6 +64,14 @@ void prepare_run_data(const TrainJob& job) {
     const auto t0 = Clock::now();
     data::PrepareOptions opts;
     opts.shard_tokens = job.shard_tokens;
+    opts.check_stop = [] {  // Ctrl-C in a long corpus: stop between blocks, nothing half-written kept
+      if (const int sig = util::stop_signal(); sig != 0) {
+        throw Interrupted(util::exit_code_for_signal(sig),
+                          "[train] stopped by " + std::string(util::signal_name(sig)) +
+                              " while encoding the corpus, before any step; no checkpoint was written (the finished "
+                              "tokenizer is kept and reused)");
+      }
+    };
     auto info = data::prepare_corpus(text, tok, bin, opts);
     spdlog::info("prepare: {} -> {} ({} tokens, {}-byte ids{}, {:.1f}s)", tokenizer::describe_files(text),
                  info.shards > 1 || text.size() > 1 ? data::index_path(bin).string() : bin.string(), info.count,
