@@ -21,17 +21,10 @@ namespace lm::test {
 
 namespace {
 
-std::vector<std::string> lines_of(const fs::path& p) {
-  std::vector<std::string> out;
-  std::ifstream in(p);
-  for (std::string line; std::getline(in, line);) out.push_back(line);
-  return out;
-}
-
 // tiny_en.txt cut into `parts` files under dir/corpus (named so that sorting by path keeps their order, one in
 // a subfolder), and the same text as one file dir/all.txt.
 fs::path write_parts(const ScratchDir& dir, int parts) {
-  const auto lines = lines_of(data_file("tiny_en.txt"));
+  const auto lines = lines_of(slurp(data_file("tiny_en.txt")));
   const fs::path root = dir / "corpus";
   fs::create_directories(root / "sub");
   std::ofstream all(dir / "all.txt");
@@ -162,7 +155,7 @@ TEST(Shards, ABadFileInADirectoryIsNamedAndNothingIsWritten) {
   ScratchDir dir("shards_bad");
   const fs::path root = write_parts(dir, 5);
   tokenizer::Tokenizer tok(english_tokenizer_path());
-  const size_t before = lines_of(root / "part2.txt").size();
+  const size_t before = lines_of(slurp(root / "part2.txt")).size();
   std::ofstream(root / "part2.txt", std::ios::app) << "fine line\nbad \xff byte\n";
   const auto files = tokenizer::list_corpus_files(root.string(), "training corpus");
   try {

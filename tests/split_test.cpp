@@ -14,13 +14,6 @@
 namespace lm::test {
 namespace {
 
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> out;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) out.push_back(line);
-  return out;
-}
-
 // A corpus of `n` distinct lines, so that a line's text says where it came from.
 fs::path numbered_corpus(const ScratchDir& dir, int n) {
   std::ofstream out(dir / "numbered.txt");

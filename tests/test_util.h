@@ -157,6 +157,14 @@ inline std::string slurp(const fs::path& p) {
   return out;
 }
 
+/// The lines of `text`, without their newlines.
+inline std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
 // Training losses from metrics.jsonl, one line per step, as printed with %.9g.
 inline std::vector<std::string> losses(const fs::path& run) {
   std::vector<std::string> out;

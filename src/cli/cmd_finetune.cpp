@@ -73,7 +73,7 @@ OriginalVal adopt_checkpoint(config::RunConfig& cfg, const fs::path& from) {
   if (cfg.finetune.original_val.empty()) cfg.finetune.original_val = saved.data.val;
   if (cfg.finetune.original_val.empty()) return original_held_out(saved, from);
   std::error_code ec;
-  if (!fs::exists(cfg.finetune.original_val, ec) && cfg.finetune.original_val.find_first_of("*?[") == std::string::npos) {
+  if (!fs::exists(cfg.finetune.original_val, ec) && !tokenizer::is_glob_pattern(cfg.finetune.original_val)) {
     // needed only at the end: say so before training
     throw DataError("[finetune] original_val: expected the original corpus's validation text for the forgetting "
                     "report, got '" + cfg.finetune.original_val + "' (no such file). Hint: set finetune.original_val.");

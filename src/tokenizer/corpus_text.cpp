@@ -67,8 +67,6 @@ bool cut_off(std::string_view s, size_t i) {
                   ". " + kHint);
 }
 
-bool is_glob_pattern(const std::string& s) { return s.find_first_of("*?[") != std::string::npos; }
-
 bool hidden(const fs::path& p) {
   const std::string name = p.filename().string();
   return !name.empty() && name[0] == '.';
@@ -134,6 +132,18 @@ CorpusFiles list_corpus_files(const std::string& spec, std::string_view role) {
   return out;
 }
 
+bool is_glob_pattern(const std::string& spec) { return spec.find_first_of("*?[") != std::string::npos; }
+
+uint64_t corpus_bytes(const CorpusFiles& corpus) {
+  uint64_t total = 0;
+  for (const auto& f : corpus) {
+    std::error_code ec;
+    const auto n = fs::file_size(f, ec);
+    if (!ec) total += static_cast<uint64_t>(n);
+  }
+  return total;
+}
+
 std::string describe_files(const CorpusFiles& files) {
   if (files.empty()) return "no files";
   std::string s = "'" + files.front().string() + "'";
@@ -173,13 +183,7 @@ std::string corpus_sha256(const std::vector<CorpusInput>& inputs) {
 }
 
 CorpusReader::CorpusReader(CorpusFiles files, size_t block_bytes)
-    : files_(std::move(files)), block_bytes_(std::max<size_t>(block_bytes, 1)) {
-  for (const auto& f : files_) {
-    std::error_code ec;
-    const auto bytes = fs::file_size(f, ec);
-    if (!ec) total_bytes_ += static_cast<uint64_t>(bytes);
-  }
-}
+    : files_(std::move(files)), block_bytes_(std::max<size_t>(block_bytes, 1)), total_bytes_(corpus_bytes(files_)) {}
 
 void CorpusReader::open_next_file() {
   const fs::path& path = files_[file_];

@@ -32,6 +32,13 @@ using CorpusFiles = std::vector<std::filesystem::path>;
 /// missing or unreadable, or when a directory or pattern yields no file.
 CorpusFiles list_corpus_files(const std::string& spec, std::string_view role);
 
+/// True when `spec` holds a glob character (`*`, `?`, `[`): list_corpus_files matches it unless a path of
+/// that very name exists.
+bool is_glob_pattern(const std::string& spec);
+
+/// The files' sizes added up (a missing file counts 0).
+uint64_t corpus_bytes(const CorpusFiles& corpus);
+
 /// "'a.txt'", or "'dir/a.txt' and 4 more files" for a log line.
 std::string describe_files(const CorpusFiles& files);
 

@@ -20,16 +20,6 @@ int64_t tokenizer_sample_lines(const TokenizerConfig& cfg, uint64_t corpus_bytes
   return corpus_bytes > kAutoSampleBytes ? kAutoSampleLines : 0;
 }
 
-uint64_t corpus_bytes(const CorpusFiles& corpus) {
-  uint64_t total = 0;
-  for (const auto& f : corpus) {
-    std::error_code ec;
-    const auto n = fs::file_size(f, ec);
-    if (!ec) total += static_cast<uint64_t>(n);
-  }
-  return total;
-}
-
 TrainingText::TrainingText(TrainingText&& o) noexcept
     : path(std::exchange(o.path, fs::path())), lines(o.lines), lines_seen(o.lines_seen) {}
 

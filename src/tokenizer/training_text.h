@@ -19,9 +19,6 @@ inline constexpr int64_t kAutoSampleLines = 1000000;
 /// and kAutoSampleLines above; 0 = every line.
 int64_t tokenizer_sample_lines(const TokenizerConfig& cfg, uint64_t corpus_bytes);
 
-/// The files' sizes added up (a missing file counts 0).
-uint64_t corpus_bytes(const CorpusFiles& corpus);
-
 /// A training text written for SentencePiece; the file is removed when this goes out of scope. Move-only.
 struct TrainingText {
   std::filesystem::path path;  ///< empty: none was written
