@@ -72,6 +72,9 @@ std::vector<double> twenty_losses(const model::GptConfig& arch, const model::Ops
   train::TrainConfig tc;
   tc.lr = 3e-3;
   if (muon) tc.optimizer = train::OptimizerKind::kMuon;
+  // fp32 Newton-Schulz products, made by `ops`: bf16 ones (the default where the CPU has them) are LibTorch's
+  // whatever the set, and their rounding would magnify the sets' fp32 differences.
+  tc.muon_precision = util::Precision::kFp32;
   const auto groups = train::split_decay_groups(*m, 1.0, {}, muon);
   train::RunOptimizer opt(groups, tc, ops);
   torch::manual_seed(9);

@@ -16,26 +16,39 @@ namespace {
 /// a @ b for a product known to be symmetric (m x m): the first half of the rows and the lower-right block
 /// are computed, the lower-left block is the mirror of the upper-right one. 3/4 of the multiply-adds, and a
 /// result that is symmetric to the bit.
-torch::Tensor symmetric_mm(const torch::Tensor& a, const torch::Tensor& b, const model::Ops& ops) {
+/// A product: `ops`'s in fp32, LibTorch's in bf16 (ops.mm is fp32 only).
+struct Products {
+  const model::Ops& ops;
+  bool bf16;
+  torch::Tensor operator()(const torch::Tensor& a, const torch::Tensor& b) const {
+    return bf16 ? torch::mm(a, b) : ops.mm(a, b);
+  }
+};
+
+torch::Tensor symmetric_mm(const torch::Tensor& a, const torch::Tensor& b, const Products& mm) {
   const int64_t m = a.size(0), h = m / 2;
-  if (m < 32) return ops.mm(a, b);
-  torch::Tensor out = torch::empty({m, m}, a.options().dtype(torch::kFloat));
-  const torch::Tensor top = ops.mm(a.narrow(0, 0, h), b);  // h x m
+  // In bf16 the whole product: oneDNN's product with a column block (a strided view) costs more than the
+  // quarter it saves (measured on this project's machine: 128x256 by a 256x128 view 72 us, 256^3 whole 94 us).
+  if (m < 32 || mm.bf16) return mm(a, b);
+  torch::Tensor out = torch::empty({m, m}, a.options());
+  const torch::Tensor top = mm(a.narrow(0, 0, h), b);  // h x m
   out.narrow(0, 0, h).copy_(top);
-  out.narrow(0, h, m - h).narrow(1, h, m - h).copy_(ops.mm(a.narrow(0, h, m - h), b.narrow(1, h, m - h)));
+  out.narrow(0, h, m - h).narrow(1, h, m - h).copy_(mm(a.narrow(0, h, m - h), b.narrow(1, h, m - h)));
   out.narrow(0, h, m - h).narrow(1, 0, h).copy_(top.narrow(1, h, m - h).t());
   return out;
 }
 
 /// How many iterations to run on the Gram matrix between two products with X (an m x n matrix, m <= n): the
-/// length s in {1, 2, 3} with the fewest multiply-adds per iteration, (1.75 m^2 n + 0.75 (4s - 3) m^3) / s.
-/// s = 1 is the plain iteration; a wide matrix (qkv, fc) gains from s = 3. Longer runs lose precision on the
-/// Gram matrix, so s stops at 3 (the result then stays within the plain iteration's own rounding).
-int64_t gram_run_length(int64_t m, int64_t n) {
+/// length s in {1, 2, 3} with the fewest multiply-adds per iteration, (2 m^2 n + (4s - 3) m^3) / s with whole
+/// products, (1.75 m^2 n + 0.75 (4s - 3) m^3) / s with symmetric ones (symmetric_mm). s = 1 is the plain
+/// iteration; a wide matrix (qkv, fc) gains from s = 3. Longer runs lose precision on the Gram matrix, so s
+/// stops at 3 (the result then stays within the plain iteration's own rounding).
+int64_t gram_run_length(int64_t m, int64_t n, bool symmetric) {
+  const double fn = symmetric ? 1.75 : 2.0, fm = symmetric ? 0.75 : 1.0;
   int64_t best = 1;
   double best_cost = 0;
   for (int64_t s = 1; s <= 3; ++s) {
-    const double cost = (1.75 * static_cast<double>(n) + 0.75 * static_cast<double>(4 * s - 3) * static_cast<double>(m)) /
+    const double cost = (fn * static_cast<double>(n) + fm * static_cast<double>(4 * s - 3) * static_cast<double>(m)) /
                         static_cast<double>(s);
     if (s == 1 || cost < best_cost) best = s, best_cost = cost;
   }
@@ -44,39 +57,43 @@ int64_t gram_run_length(int64_t m, int64_t n) {
 
 }  // namespace
 
-torch::Tensor newton_schulz(const torch::Tensor& g, int64_t steps, const model::Ops& ops) {
+torch::Tensor newton_schulz(const torch::Tensor& g, int64_t steps, const model::Ops& ops, c10::ScalarType dtype) {
+  const Products mm{ops, dtype == torch::kBFloat16};
   torch::Tensor x = g.to(torch::kFloat);
   const bool tall = x.size(0) > x.size(1);
   if (tall) x = x.t();  // iterate on the wide side: X X^T is the smaller Gram matrix
   x = x / (x.norm() + 1e-7);  // singular values now in (0, 1]
+  if (mm.bf16) x = x.to(torch::kBFloat16);
   // X <- P(A) X with A = X X^T and P(A) = a I + b A + c A^2. Within a run of s iterations every matrix is a
   // polynomial in the run's first A, so they commute and the run needs no product with X: A_{k+1} = P_k^2 A_k
   // and Q <- P_k Q, then X <- Q X once. Same iteration in exact arithmetic; m x m products instead of m x n.
-  const int64_t run = gram_run_length(x.size(0), x.size(1));
+  const int64_t run = gram_run_length(x.size(0), x.size(1), /*symmetric=*/!mm.bf16);
   for (int64_t done = 0; done < steps;) {
     const int64_t s = std::min(run, steps - done);
-    torch::Tensor a = symmetric_mm(x, x.t(), ops), q;
+    torch::Tensor a = symmetric_mm(x, x.t(), mm), q;
     for (int64_t k = 0; k < s; ++k) {
-      torch::Tensor p = symmetric_mm(a, a, ops).mul_(kNewtonSchulzC).add_(a, kNewtonSchulzB);
+      torch::Tensor p = symmetric_mm(a, a, mm).mul_(kNewtonSchulzC).add_(a, kNewtonSchulzB);
       p.diagonal().add_(kNewtonSchulzA);
-      q = k == 0 ? p : symmetric_mm(p, q, ops);
-      if (k + 1 < s) a = symmetric_mm(p, symmetric_mm(p, a, ops), ops);
+      q = k == 0 ? p : symmetric_mm(p, q, mm);
+      if (k + 1 < s) a = symmetric_mm(p, symmetric_mm(p, a, mm), mm);
     }
-    x = ops.mm(q, x);
+    x = mm(q, x);
     done += s;
   }
+  if (mm.bf16) x = x.to(torch::kFloat);
   return tall ? x.t().contiguous() : x;
 }
 
 Muon::Muon(std::vector<std::string> names, std::vector<torch::Tensor> params, double lr, double momentum,
-           int64_t ns_steps, model::OpsPtr ops)
+           int64_t ns_steps, model::OpsPtr ops, c10::ScalarType ns_dtype)
     : names_(std::move(names)),
       params_(std::move(params)),
       buffers_(params_.size()),
       lr_(lr),
       momentum_(momentum),
       ns_steps_(ns_steps),
-      ops_(std::move(ops)) {}
+      ops_(std::move(ops)),
+      ns_dtype_(ns_dtype) {}
 
 void Muon::step() {
   torch::NoGradGuard no_grad;
@@ -103,10 +120,13 @@ void Muon::step() {
   std::atomic<size_t> next{0};
   auto orthogonalise = [&] {
     const c10::AutoGradMode no_autograd(false);  // thread-local: off on the pool's threads too
-    for (size_t k = next++; k < todo.size(); k = next++) updates[todo[k]] = newton_schulz(updates[todo[k]], ns_steps_, *ops_);
+    for (size_t k = next++; k < todo.size(); k = next++) {
+      updates[todo[k]] = newton_schulz(updates[todo[k]], ns_steps_, *ops_, ns_dtype_);
+    }
   };
   const int64_t threads = at::get_num_threads();
-  if (threads > 1 && todo.size() > 1 && util::blas_threads() == 1 &&
+  // bf16 products are oneDNN's, which runs one thread a call inside the pool whatever OpenBLAS's setting.
+  if (threads > 1 && todo.size() > 1 && (ns_dtype_ == torch::kBFloat16 || util::blas_threads() == 1) &&
       std::all_of(todo.begin(), todo.end(), [&](size_t i) { return params_[i].is_cpu(); })) {
     at::parallel_for(0, threads, 1, [&](int64_t, int64_t) { orthogonalise(); });  // one call per thread
   } else {

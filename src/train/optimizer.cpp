@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "train/fused_adamw.h"
+#include "util/device.h"
 
 namespace lm::train {
 
@@ -58,7 +59,7 @@ RunOptimizer::RunOptimizer(const DecayGroups& groups, const TrainConfig& cfg, mo
   adamw_ = std::make_unique<torch::optim::AdamW>(std::move(pg), opts(cfg.weight_decay));
   if (!groups.muon.empty()) {
     muon_ = std::make_unique<Muon>(groups.muon_names, groups.muon, cfg.muon_lr, cfg.muon_momentum, cfg.muon_ns_steps,
-                                   std::move(ops));
+                                   std::move(ops), util::muon_dtype(cfg.muon_precision, groups.muon.front().device()));
     muon_lr_ratio_ = cfg.muon_lr / cfg.lr;
   }
 }

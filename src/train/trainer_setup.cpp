@@ -4,6 +4,7 @@
 
 #include "checkpoint/rng_state.h"
 #include "train/resume.h"
+#include "util/device.h"
 #include "util/errors.h"
 #include "util/text.h"
 #include "util/threads.h"
@@ -24,9 +25,13 @@ void log_model_summary(const model::GptImpl& m, const DecayGroups& g, const Trai
                g.decay.size(), g.decay_numel, job.train.weight_decay, g.no_decay.size(), g.no_decay_numel,
                g.no_decay.size() > 6 ? "embeddings, LayerNorm, biases" : util::join(g.no_decay_names, ", "));
   if (!g.muon.empty()) {
+    const c10::ScalarType ns = util::muon_dtype(job.train.muon_precision, g.muon.front().device());
     spdlog::info("muon group: {} tensors / {} params (the blocks' 2-D matrices) at muon_lr {}, momentum {}, {} "
-                 "Newton-Schulz steps, no weight decay", g.muon.size(), g.muon_numel, job.train.muon_lr,
-                 job.train.muon_momentum, job.train.muon_ns_steps);
+                 "Newton-Schulz steps in {}{}, no weight decay", g.muon.size(), g.muon_numel, job.train.muon_lr,
+                 job.train.muon_momentum, job.train.muon_ns_steps, util::precision_name(ns),
+                 job.train.muon_precision != util::Precision::kAuto ? ""
+                 : ns == c10::kBFloat16 ? " (auto: this device multiplies bf16 in hardware)"
+                                        : " (auto: no bf16 products in this device's hardware)");
   }
   if (!g.embedding.empty()) {
     spdlog::info("embedding group: {} tensors / {} params without weight decay at {} x lr ({})", g.embedding.size(),

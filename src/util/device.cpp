@@ -67,6 +67,20 @@ c10::ScalarType compute_dtype(Precision p, const c10::Device& device) {
   return c10::kBFloat16;
 }
 
+bool native_bf16_products(const c10::Device& device) {
+  if (device.is_cuda()) return compute_capability(device) >= 80;
+#if defined(__x86_64__) && defined(__GNUC__)
+  return at::hasMKLDNN() && (__builtin_cpu_supports("avx512bf16") || __builtin_cpu_supports("amx-bf16"));
+#else
+  return false;
+#endif
+}
+
+c10::ScalarType muon_dtype(Precision p, const c10::Device& device) {
+  if (p == Precision::kAuto) return native_bf16_products(device) ? c10::kBFloat16 : c10::kFloat;
+  return compute_dtype(p, device);
+}
+
 std::string precision_name(c10::ScalarType dtype) { return dtype == c10::kBFloat16 ? "bf16" : "fp32"; }
 
 std::string describe_device(const c10::Device& device) {

@@ -21,6 +21,14 @@ c10::Device resolve_device(const DeviceSpec& spec);
 /// CUDA GPU older than compute capability 8.0.
 c10::ScalarType compute_dtype(Precision p, const c10::Device& device);
 
+/// True when `device` multiplies bf16 matrices in hardware: a CUDA GPU of compute capability >= 8.0, or a
+/// CPU with AVX512-BF16 or AMX-BF16 instructions and a LibTorch built with oneDNN (which uses them).
+bool native_bf16_products(const c10::Device& device);
+
+/// The dtype of Muon's Newton-Schulz products (train.muon_precision) on `device`: auto = bf16 where
+/// native_bf16_products, else fp32. Throws ConfigError for bf16 on a CUDA GPU older than 8.0.
+c10::ScalarType muon_dtype(Precision p, const c10::Device& device);
+
 /// "fp32" or "bf16" for a compute dtype.
 std::string precision_name(c10::ScalarType dtype);
 
