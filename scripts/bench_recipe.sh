@@ -61,7 +61,7 @@ recipe_sets() {
   awk '/^[a-z_]+:/ { sec = $1; sub(":", "", sec) }
        /^  [a-z_]+:/ { k = $1; sub(":", "", k)
          if ((sec == "model" && k ~ /^(positions|rope_base|qk_norm|mlp_activation|bias|init_std|embedding_init_std|zero_init_proj|logit_softcap)$/) ||
-             (sec == "train" && k ~ /^(optimizer|muon_lr|muon_momentum|muon_ns_steps)$/)) printf "%s.%s=%s ", sec, k, $2 }' configs/kjv-modern.yaml
+             (sec == "train" && k ~ /^(optimizer|muon_lr|muon_momentum|muon_ns_steps|muon_precision)$/)) printf "%s.%s=%s ", sec, k, $2 }' configs/kjv-modern.yaml
 }
 if [ -f configs/kjv-modern.yaml ]; then
   if [ "$corpus" = kjv ]; then ROWS+=("kjv-modern|@configs/kjv-modern.yaml"); else ROWS+=("kjv-modern|$(recipe_sets)"); fi
@@ -80,12 +80,14 @@ for row in "${ROWS[@]}"; do
   if [ -n "$only" ] && [ "$name" != baseline ] && [[ ",$only," != *",$name,"* ]]; then continue; fi
   names+=("$name")
   args=(-c "$config")
+  desc=${sets:-the baseline}
   if [[ "$sets" == @* ]]; then
     read -r file sets <<< "$sets"
     args=(-c "${file#@}")
+    desc="${file#@} ${sets}"
   fi
   for s in $sets; do args+=(--set "$s"); done
-  echo "== $name: ${sets:-the baseline}"
+  echo "== $name: $desc"
   build/lmtrain train "${args[@]}" --set model.d_model=256 --set "train.max_steps=$steps" \
     --set "train.eval_every=$eval_every" --set train.eval_batches=1000000000 --set train.log_every=1 \
     --set checkpoint.every=0 --set "run.dir=$out/$name" --overwrite "${extra[@]}" > "$out/$name.log" 2>&1 \

@@ -199,12 +199,16 @@ void resumes_splits_and_freezes(const std::string& model_keys, const std::string
   EXPECT_EQ(manifest_sha(a, "model.safetensors"), manifest_sha(b, "model.safetensors"));
   EXPECT_FALSE(manifest_sha(a, "model.safetensors").empty());
 
+  // Two processes sum their gradients in another order than one process does: the losses differ in fp32's
+  // last bits. Muon's Newton-Schulz iterations in bf16 (train.muon_precision auto on a CPU with bf16
+  // products) round those differences to bf16 and carry them on: about 1e-4 nats after 12 steps.
   auto two = run_lmtrain(args("two", 4, "--nproc 2"));
   ASSERT_EQ(two.exit_code, 0) << two.output;
+  const double tolerance = straight.output.find("Newton-Schulz steps in bf16") != std::string::npos ? 5e-4 : 1e-5;
   const auto one_losses = losses(dir / "straight"), two_losses = losses(dir / "two");
   ASSERT_EQ(one_losses.size(), two_losses.size());
   for (size_t i = 0; i < one_losses.size(); ++i) {
-    EXPECT_NEAR(std::stod(one_losses[i]), std::stod(two_losses[i]), 1e-5) << "step " << i + 1;
+    EXPECT_NEAR(std::stod(one_losses[i]), std::stod(two_losses[i]), tolerance) << "step " << i + 1;
   }
 
   RunSpec ft;
@@ -233,7 +237,7 @@ TEST(Recipe, KjvModernResumesBitwiseSplitsOverProcessesAndFreezes) {
                           "zero_init_proj", "logit_softcap", "tie_embeddings"}) {
     if (cfg["model"][key]) model_keys += (model_keys.empty() ? "" : ", ") + std::string(key) + ": " + cfg["model"][key].as<std::string>();
   }
-  for (const char* key : {"optimizer", "muon_lr", "muon_momentum", "muon_ns_steps"}) {
+  for (const char* key : {"optimizer", "muon_lr", "muon_momentum", "muon_ns_steps", "muon_precision"}) {
     if (cfg["train"][key]) train_keys += ", " + std::string(key) + ": " + cfg["train"][key].as<std::string>();
   }
   ASSERT_NE(model_keys.find("positions: rope"), std::string::npos) << model_keys;
