@@ -12,7 +12,6 @@ bash scripts/setup.sh lmtrain
 out=${BENCH_OUT:-build/bench-muon-step}
 rounds=${ROUNDS:-3}
 mkdir -p "$out"
-names=()
 for round in $(seq "$rounds"); do
   for row in "adamw|train.optimizer=adamw" "muon-fp32|train.optimizer=muon train.muon_precision=fp32" \
              "muon-auto|train.optimizer=muon"; do
@@ -23,7 +22,6 @@ for round in $(seq "$rounds"); do
     build/lmtrain train -c configs/kjv-small.yaml --set model.d_model=256 --set train.max_steps=80 \
       --set train.eval_every=0 --set train.log_every=1 --set checkpoint.every=0 --set "run.dir=$out/$name" \
       --overwrite "${args[@]}" "$@" > "$out/$name.log" 2>&1 || { tail -20 "$out/$name.log"; exit 1; }
-    names+=("$name")
   done
 done
 grep -h -o "Newton-Schulz steps in [a-z0-9]*[^,]*" "$out"/muon-auto-1.log || true
