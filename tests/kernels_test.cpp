@@ -339,9 +339,34 @@ TEST_F(Kernels, LinearGeluValueAndGradients) {
   EXPECT_TRUE(torch::equal(kn::linear_act(xf, w, bias, /*relu2=*/false), y)) << "forward without autograd";
 }
 
-// relu^2 inside the product's threads, with and without a bias (model.bias false), against LibTorch's ops.
+// simd.h's relu^2 and its derivative: the bits of LibTorch's relu(x)^2 and 2 relu(x) at each width (a ragged
+// tail included), the derivative also written over the input as linear_act does.
+TEST_F(Kernels, Relu2SimdMatchesLibTorch) {
+  if (widths().empty()) GTEST_SKIP() << "this CPU has no AVX2 + FMA: a scalar loop computes relu^2 instead";
+  for (const int lanes : widths()) {
+    kn::cap_simd_lanes(lanes);
+    SCOPED_TRACE(std::to_string(lanes) + " lanes");
+    for (const int64_t n : {4096, 37}) {
+      const auto x = torch::cat({torch::tensor({0.0f, -0.0f, 1e-30f, -1e-30f}), torch::randn({n - 4}) * 3});
+      auto y = torch::empty_like(x), d = torch::empty_like(x);
+      ASSERT_TRUE(kn::relu2_forward(x.data_ptr<float>(), y.data_ptr<float>(), d.data_ptr<float>(), n));
+      EXPECT_TRUE(torch::equal(y, torch::relu(x).square())) << n << " values";
+      EXPECT_TRUE(torch::equal(d, torch::relu(x) * 2)) << n << " derivatives";
+      auto in_place = x.clone(), y_only = torch::empty_like(x);
+      ASSERT_TRUE(kn::relu2_forward(in_place.data_ptr<float>(), y_only.data_ptr<float>(), in_place.data_ptr<float>(), n));
+      EXPECT_TRUE(torch::equal(in_place, d)) << "the derivative over the input";
+      ASSERT_TRUE(kn::relu2_forward(x.data_ptr<float>(), y_only.data_ptr<float>(), nullptr, n));
+      EXPECT_TRUE(torch::equal(y_only, y)) << "the value without the derivative";
+    }
+  }
+}
+
+// relu^2 inside the product's threads, with and without a bias (model.bias false), against LibTorch's ops:
+// on simd.h's loop, then (0 lanes) on the scalar loop a CPU without AVX2 takes.
 TEST_F(Kernels, LinearRelu2WithAndWithoutBias) {
-  for (bool with_bias : {true, false}) {
+  for (const auto& [lanes, with_bias] : {std::pair<int, bool>{16, true}, {16, false}, {0, true}, {0, false}}) {
+    kn::cap_simd_lanes(lanes);
+    SCOPED_TRACE(std::to_string(lanes) + " lanes at most");
     auto x = torch::randn({517, 24}, torch::requires_grad());
     auto w = torch::randn({56, 24}, torch::requires_grad());
     auto b = with_bias ? torch::randn({56}, torch::requires_grad()) : torch::Tensor();
@@ -390,23 +415,34 @@ TEST_F(Kernels, AttentionValueAndGradients) {
 }
 
 // kernels::prepare_qk against the reference set's tensor ops (Ops::prepare_qk): values and the gradient of
-// qkv, with and without qk_norm and rope, at a table offset (positions 5..5+T-1).
+// qkv, with and without qk_norm and rope, at a table offset (positions 5..5+T-1), at each vector width and
+// on the scalar loops (0 lanes); head sizes 8 (all of a half in the scalar tail), 40 (a vector and a tail)
+// and 64 (config S's: whole vectors).
 TEST_F(Kernels, PrepareQkFollowsTheReference) {
-  const int64_t B = 3, T = 7, H = 4, D = 8, C = H * D;
-  auto [cos, sin] = model::rotary_tables(T, D, 500.0, 5);
   const model::ReferenceOps ref;
-  for (bool norm : {false, true}) {
-    for (bool rope : {false, true}) {
-      if (!norm && !rope) continue;
-      const auto x = (torch::randn({B, T, 3 * C}) * 2).requires_grad_();
-      const auto x2 = x.detach().clone().requires_grad_();
-      const auto c = rope ? cos : torch::Tensor(), s = rope ? sin : torch::Tensor();
-      const auto got = kn::prepare_qk(x, H, norm, c, s), want = ref.prepare_qk(x2, H, norm, c, s);
-      expect_close(got, want.detach(), 1e-5, "prepare_qk");
-      const auto g = torch::randn({B, T, 3 * C});
-      (got * g).sum().backward();
-      (want * g).sum().backward();
-      expect_close(x.grad(), x2.grad(), 1e-5, "prepare_qk gradient");
+  std::vector<int> lane_caps = widths();
+  lane_caps.push_back(0);
+  for (const int lanes : lane_caps) {
+    for (const int64_t D : {8, 40, 64}) {
+      kn::cap_simd_lanes(lanes);
+      SCOPED_TRACE(std::to_string(lanes) + " lanes at most, head size " + std::to_string(D));
+      const int64_t B = 3, T = 7, H = 4, C = H * D;
+      auto [cos, sin] = model::rotary_tables(T, D, 500.0, 5);
+      for (bool norm : {false, true}) {
+        for (bool rope : {false, true}) {
+          if (!norm && !rope) continue;
+          const auto x = (torch::randn({B, T, 3 * C}) * 2).requires_grad_();
+          const auto x2 = x.detach().clone().requires_grad_();
+          const auto c = rope ? cos : torch::Tensor(), s = rope ? sin : torch::Tensor();
+          const auto got = kn::prepare_qk(x, H, norm, c, s), want = ref.prepare_qk(x2, H, norm, c, s);
+          expect_close(got, want.detach(), 1e-5, "prepare_qk");
+          EXPECT_TRUE(torch::equal(got.narrow(2, 2 * C, C), x.detach().narrow(2, 2 * C, C))) << "v as it is";
+          const auto g = torch::randn({B, T, 3 * C});
+          (got * g).sum().backward();
+          (want * g).sum().backward();
+          expect_close(x.grad(), x2.grad(), 1e-5, "prepare_qk gradient");
+        }
+      }
     }
   }
 }

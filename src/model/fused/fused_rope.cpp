@@ -1,6 +1,7 @@
 // kernels::prepare_qk: q and k of a fused projection made ready for the scores (qk_norm's RMS scaling, then
 // rope's rotation) in one pass over the rows, and its gradient in one pass back, instead of the reference
 // set's chain of tensor ops (views, squares, means, narrows, concatenations, a stack) and their autograd nodes.
+// The rows' loops are simd.h's (qk_rows); the scalar loops below serve a CPU without AVX2.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/csrc/autograd/custom_function.h>
@@ -9,6 +10,7 @@
 #include <cmath>
 
 #include "model/fused/kernels.h"
+#include "model/fused/simd.h"
 
 namespace lm::model::kernels {
 
@@ -75,7 +77,8 @@ struct PrepareQkFn : public torch::autograd::Function<PrepareQkFn> {
     const float* c = rope ? cos.data_ptr<float>() : nullptr;
     const float* s = rope ? sin.data_ptr<float>() : nullptr;
     at::parallel_for(0, N, 16, [&](int64_t begin, int64_t end) {
-      for (int64_t n = begin; n < end; ++n) {
+      if (qk_rows(in, o, f, c, s, begin, end - begin, T, H, D, norm, kQkEps)) return;  // simd.h
+      for (int64_t n = begin; n < end; ++n) {  // a CPU without AVX2
         const float* row = in + n * 3 * C;
         float* dst = o + n * 3 * C;
         const int64_t t = n % T;
@@ -114,7 +117,8 @@ struct PrepareQkFn : public torch::autograd::Function<PrepareQkFn> {
     const float* c = rope ? saved[2].data_ptr<float>() : nullptr;
     const float* s = rope ? saved[3].data_ptr<float>() : nullptr;
     at::parallel_for(0, N, 16, [&](int64_t begin, int64_t end) {
-      for (int64_t n = begin; n < end; ++n) {
+      if (qk_rows_backward(gp, in, f, d, c, s, begin, end - begin, T, H, D, norm)) return;  // simd.h
+      for (int64_t n = begin; n < end; ++n) {  // a CPU without AVX2
         const int64_t t = n % T, o = n * 3 * C;
         const float* ct = rope ? c + t * (D / 2) : nullptr;
         const float* st = rope ? s + t * (D / 2) : nullptr;

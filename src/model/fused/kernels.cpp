@@ -98,7 +98,7 @@ struct LinearNoBiasFn : public torch::autograd::Function<LinearNoBiasFn> {
 // act(x2 W^T + b) for x2 (N,in), b empty for a layer without bias (autograd takes no undefined input); act
 // 0 = the erf GELU, 1 = relu^2. When `grad`, keeps x2, W and the activation's derivative at the
 // pre-activation, written over the pre-activation's own buffer (the GELU's by simd.h, from the same erf;
-// relu^2's, 2 relu(x), by a plain loop). On a CPU without AVX2 simd.h's GELU loop does nothing and says so:
+// relu^2's, 2 relu(x), by simd.h too, or a plain loop without AVX2). On a CPU without AVX2 simd.h's GELU loop does nothing and says so:
 // LibTorch's gelu leaves the pre-activation itself in that buffer, and backward, whose multiply_rows
 // declines in the same way, takes gelu_backward (relu^2's derivative is kept either way: a product).
 struct LinearActFn : public torch::autograd::Function<LinearActFn> {
@@ -113,10 +113,11 @@ struct LinearActFn : public torch::autograd::Function<LinearActFn> {
       float* p = pre.data_ptr<float>() + o;
       float* y = act.data_ptr<float>() + o;
       if (act_kind == 1) {  // relu^2, and 2 relu(x) over the pre-activation
-        for (int64_t i = 0; i < n * cols; ++i) {
+        if (relu2_forward(p, y, grad ? p : nullptr, n * cols)) return;
+        for (int64_t i = 0; i < n * cols; ++i) {  // a CPU without AVX2: the same values a float at a time
           const float r = p[i] > 0.0f ? p[i] : 0.0f;
           y[i] = r * r;
-          if (grad) p[i] = 2.0f * r;
+          if (grad) p[i] = r + r;
         }
         return;
       }

@@ -180,6 +180,14 @@ bool gelu_forward(const float* x, float* y, float* d, int64_t n) {
   }
 }
 
+bool relu2_forward(const float* x, float* y, float* d, int64_t n) {
+  switch (simd_lanes()) {
+    case 16: avx512::relu2_forward(x, y, d, n); return true;
+    case 8: avx2::relu2_forward(x, y, d, n); return true;
+    default: return false;
+  }
+}
+
 bool multiply_rows(const float* g, const float* d, float* dx, int64_t rows, int64_t cols, float* col_sums) {
   switch (simd_lanes()) {
     case 16: avx512::multiply_rows(g, d, dx, rows, cols, col_sums); return true;
@@ -212,6 +220,24 @@ bool softmax_backward_row(const float* p, const float* dp, float* ds, int64_t n)
   }
 }
 
+bool qk_rows(const float* in, float* out, float* factors, const float* c, const float* s, int64_t first, int64_t rows,
+             int64_t T, int64_t H, int64_t D, bool norm, float eps) {
+  switch (simd_lanes()) {
+    case 16: avx512::qk_rows(in, out, factors, c, s, first, rows, T, H, D, norm, eps); return true;
+    case 8: avx2::qk_rows(in, out, factors, c, s, first, rows, T, H, D, norm, eps); return true;
+    default: return false;
+  }
+}
+
+bool qk_rows_backward(const float* g, const float* in, const float* factors, float* dx, const float* c, const float* s,
+                      int64_t first, int64_t rows, int64_t T, int64_t H, int64_t D, bool norm) {
+  switch (simd_lanes()) {
+    case 16: avx512::qk_rows_backward(g, in, factors, dx, c, s, first, rows, T, H, D, norm); return true;
+    case 8: avx2::qk_rows_backward(g, in, factors, dx, c, s, first, rows, T, H, D, norm); return true;
+    default: return false;
+  }
+}
+
 bool transpose(const float* src, int64_t rows, int64_t cols, int64_t lds, float* dst, int64_t ldd) {
   if (!simd_loops()) return false;
   avx2::transpose_avx2(src, rows, cols, lds, dst, ldd);
@@ -239,6 +265,7 @@ bool simd_loops() { return false; }
 int simd_lanes() { return 0; }
 void cap_simd_lanes(int) {}
 bool gelu_forward(const float*, float*, float*, int64_t) { return false; }
+bool relu2_forward(const float*, float*, float*, int64_t) { return false; }
 bool multiply_rows(const float*, const float*, float*, int64_t, int64_t, float*) { return false; }
 bool add_column_sums(const float*, int64_t, int64_t, float*) { return false; }
 bool softmax_row(const float*, float*, int64_t, double*) { return false; }
@@ -248,6 +275,14 @@ bool small_gemm(int64_t, int64_t, int64_t, float, const float*, int64_t, bool, c
   return false;
 }
 bool transpose(const float*, int64_t, int64_t, int64_t, float*, int64_t) { return false; }
+bool qk_rows(const float*, float*, float*, const float*, const float*, int64_t, int64_t, int64_t, int64_t, int64_t, bool,
+             float) {
+  return false;
+}
+bool qk_rows_backward(const float*, const float*, const float*, float*, const float*, const float*, int64_t, int64_t,
+                      int64_t, int64_t, int64_t, bool) {
+  return false;
+}
 
 }  // namespace lm::model::kernels
 

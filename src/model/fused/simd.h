@@ -1,8 +1,9 @@
-// Loops of the fused CPU path in AVX-512 where the CPU has it, else AVX2 + FMA: the erf GELU with its
-// derivative, and the backward's product with that derivative (the column sums of the result taken in the
-// same pass), for the MLP's fc layer (kernels::linear_act); column sums (the bias gradients of the other
-// linear layers); the softmax and its backward by rows (the loss head, the attention weights); and the small
-// products of one attention head (AVX2 + FMA only: the vector width of the OpenBLAS kernels the
+// Loops of the fused CPU path in AVX-512 where the CPU has it, else AVX2 + FMA: the erf GELU and relu^2
+// with their derivatives, and the backward's product with that derivative (the column sums of the result
+// taken in the same pass), for the MLP's fc layer (kernels::linear_act); QK-norm and the rotary rotation of q and k with their
+// gradient (kernels::prepare_qk); column sums (the bias gradients of
+// the other linear layers); the softmax and its backward by rows (the loss head, the attention weights); and
+// the small products of one attention head (AVX2 + FMA only: the vector width of the OpenBLAS kernels the
 // benchmark's ceiling runs, OPENBLAS_CORETYPE=Haswell here). Each returns false, having done nothing, on a
 // CPU without AVX2 or FMA, and the caller then takes LibTorch's ops (or the BLAS).
 #pragma once
@@ -30,6 +31,10 @@ void cap_simd_lanes(int lanes);
 /// be `x` (each element is read before it is written); `y` may not.
 bool gelu_forward(const float* x, float* y, float* d, int64_t n);
 
+/// y = relu(x)^2 for `n` contiguous floats and, when `d` is not null, d = 2 relu(x) (its derivative, kept by
+/// the forward pass); a NaN gives 0. `d` may be `x`; `y` may not. The same bits at every width.
+bool relu2_forward(const float* x, float* y, float* d, int64_t n);
+
 /// dx = g * d elementwise for `rows` x `cols` row-major floats (a GELU's backward from its kept derivative).
 /// When `col_sums` is not null, adds each column's sum of dx to it (summed in blocks of 64 rows, then added).
 bool multiply_rows(const float* g, const float* d, float* dx, int64_t rows, int64_t cols, float* col_sums);
@@ -45,6 +50,18 @@ bool softmax_row(const float* x, float* y, int64_t n, double* log_norm);
 
 /// ds = p (dp - sum(p dp)) over `n` floats: the softmax's backward for weights p and their gradient dp.
 bool softmax_backward_row(const float* p, const float* dp, float* ds, int64_t n);
+
+/// kernels::prepare_qk's forward over rows [first, first + rows) of a fused projection `in` ((N, 3C) floats,
+/// C = H D, T positions per sequence): each of q's and k's 2H heads (D floats) scaled to unit RMS when `norm`
+/// (r = (mean(x^2) + eps)^(-1/2), written to factors[n 2H + head]; else 1), then, when c is not null, rotated
+/// by c, s ((T, D/2) each, the row's position n mod T): rotate-half, out_i = a c_i - b s_i,
+/// out_{i+D/2} = b c_i + a s_i. v is copied as it is.
+bool qk_rows(const float* in, float* out, float* factors, const float* c, const float* s, int64_t first, int64_t rows,
+             int64_t T, int64_t H, int64_t D, bool norm, float eps);
+
+/// qk_rows' gradient: g (the output's gradient, same layout) -> dx, from `in` and the kept factors.
+bool qk_rows_backward(const float* g, const float* in, const float* factors, float* dx, const float* c, const float* s,
+                      int64_t first, int64_t rows, int64_t T, int64_t H, int64_t D, bool norm);
 
 /// Rows of c that small_gemm computes together (a block of rows, in registers).
 constexpr int64_t kSmallGemmRows = 6;
