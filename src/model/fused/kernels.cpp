@@ -98,9 +98,9 @@ struct LinearNoBiasFn : public torch::autograd::Function<LinearNoBiasFn> {
 // act(x2 W^T + b) for x2 (N,in), b empty for a layer without bias (autograd takes no undefined input); act
 // 0 = the erf GELU, 1 = relu^2. When `grad`, keeps x2, W and the activation's derivative at the
 // pre-activation, written over the pre-activation's own buffer (the GELU's by simd.h, from the same erf;
-// relu^2's, 2 relu(x), by simd.h too, or a plain loop without AVX2). On a CPU without AVX2 simd.h's GELU loop does nothing and says so:
-// LibTorch's gelu leaves the pre-activation itself in that buffer, and backward, whose multiply_rows
-// declines in the same way, takes gelu_backward (relu^2's derivative is kept either way: a product).
+// relu^2's, 2 relu(x), by simd.h too). On a CPU without AVX2 simd.h's loops do nothing and say so: LibTorch's
+// gelu leaves the pre-activation itself in that buffer, and backward, whose multiply_rows declines in the
+// same way, takes gelu_backward; relu^2 takes a plain loop and keeps its derivative either way (a product).
 struct LinearActFn : public torch::autograd::Function<LinearActFn> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x2, const at::Tensor& w, const at::Tensor& b,
                                int64_t act_kind, bool grad) {

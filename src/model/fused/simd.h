@@ -1,9 +1,9 @@
 // Loops of the fused CPU path in AVX-512 where the CPU has it, else AVX2 + FMA: the erf GELU and relu^2
 // with their derivatives, and the backward's product with that derivative (the column sums of the result
-// taken in the same pass), for the MLP's fc layer (kernels::linear_act); QK-norm and the rotary rotation of q and k with their
-// gradient (kernels::prepare_qk); column sums (the bias gradients of
-// the other linear layers); the softmax and its backward by rows (the loss head, the attention weights); and
-// the small products of one attention head (AVX2 + FMA only: the vector width of the OpenBLAS kernels the
+// taken in the same pass), for the MLP's fc layer (kernels::linear_act); QK-norm and the rotary rotation of
+// q and k, and their gradient (kernels::prepare_qk); column sums (the bias gradients of the other linear
+// layers); the softmax and its backward by rows (the loss head, the attention weights); and the small
+// products of one attention head (AVX2 + FMA only: the vector width of the OpenBLAS kernels the
 // benchmark's ceiling runs, OPENBLAS_CORETYPE=Haswell here). Each returns false, having done nothing, on a
 // CPU without AVX2 or FMA, and the caller then takes LibTorch's ops (or the BLAS).
 #pragma once
