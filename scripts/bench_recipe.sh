@@ -8,6 +8,10 @@
 # only (each validation's time is left out). Each row gives the first validated step at or below L0, the
 # training time to it, and the val loss at W0 (the last validation within W0).
 # 3. configs/kjv-modern.yaml, when it exists: the file itself on KJV; its recipe keys on the Korean FAQ.
+# 4. Speed, alternated: SPEED_ROUNDS rounds (default 3; 0 skips) of SPEED_STEPS-step runs (default 60, no
+#    periodic validation), the baseline then each row in every round. A row's speed is the median seconds
+#    per step of steps 11 onwards, its ratio the baseline's of the same round over it; the median of the
+#    rounds' ratios is the tokens/s figure that stands up to a machine whose speed drifts over minutes.
 # The runs follow one another in one invocation, each in its own process. Output: docs/BENCHMARKS.md.
 # Usage: scripts/bench_recipe.sh [--corpus kjv|ko] [--rows NAME,NAME,...] [--set KEY=VALUE ...]
 #                                [--candidate 'NAME|KEY=VALUE KEY=VALUE ...' ...]
@@ -73,30 +77,46 @@ for row in "${ROWS[@]}"; do  # one run directory per name: a repeated name would
   seen+="${row%%|*},"
 done
 mkdir -p "$out"
+# run_row NAME SETS DIR ARGS...: one run of a row (its --set list, or '@FILE KEY=VALUE ...') into DIR; its log
+# beside DIR.
+run_row() {
+  local name=$1 sets=$2 dir=$3 file
+  shift 3
+  local args=(-c "$config")
+  if [[ "$sets" == @* ]]; then
+    read -r file sets <<< "$sets"
+    args=(-c "${file#@}")
+  fi
+  for s in $sets; do args+=(--set "$s"); done
+  build/lmtrain train "${args[@]}" --set model.d_model=256 --set checkpoint.every=0 --set "run.dir=$dir" --overwrite \
+    "$@" "${extra[@]}" > "$dir.log" 2>&1 || { tail -20 "$dir.log"; exit 1; }
+}
 names=()
+specs=()
 for row in "${ROWS[@]}"; do
   name=${row%%|*}
   sets=${row#*|}
   if [ -n "$only" ] && [ "$name" != baseline ] && [[ ",$only," != *",$name,"* ]]; then continue; fi
   names+=("$name")
-  args=(-c "$config")
+  specs+=("$row")
   desc=${sets:-the baseline}
-  if [[ "$sets" == @* ]]; then
-    read -r file sets <<< "$sets"
-    args=(-c "${file#@}")
-    desc="${file#@} ${sets}"
-  fi
-  for s in $sets; do args+=(--set "$s"); done
-  echo "== $name: $desc"
-  build/lmtrain train "${args[@]}" --set model.d_model=256 --set "train.max_steps=$steps" \
-    --set "train.eval_every=$eval_every" --set train.eval_batches=1000000000 --set train.log_every=1 \
-    --set checkpoint.every=0 --set "run.dir=$out/$name" --overwrite "${extra[@]}" > "$out/$name.log" 2>&1 \
-    || { tail -20 "$out/$name.log"; exit 1; }
+  echo "== $name: ${desc#@}"
+  run_row "$name" "$sets" "$out/$name" --set "train.max_steps=$steps" --set "train.eval_every=$eval_every" \
+    --set train.eval_batches=1000000000 --set train.log_every=1
   grep "final validation loss" "$out/$name.log"
 done
-/usr/bin/python3 - "$out" "${names[@]}" <<'PY'
-import json, sys
-out, names = sys.argv[1], sys.argv[2:]
+speed_rounds=${SPEED_ROUNDS:-3}
+speed_steps=${SPEED_STEPS:-60}
+for round in $(seq "$speed_rounds"); do
+  for row in "${specs[@]}"; do
+    echo "== speed, round $round: ${row%%|*}"
+    run_row "${row%%|*}" "${row#*|}" "$out/speed-$round-${row%%|*}" --set "train.max_steps=$speed_steps" \
+      --set train.warmup_steps=10 --set train.eval_every=0 --set train.log_every=1
+  done
+done
+/usr/bin/python3 - "$out" "$speed_rounds" "${names[@]}" <<'PY'
+import json, statistics, sys
+out, rounds, names = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 bpb = "ko" in out  # the Korean table in bits per byte
 
 def curve(name):
@@ -132,4 +152,16 @@ for name in names:
     share = f"{reach[1] / W0:.0%}" if reach else "-"
     val = f"{at_w0[-1]:10.4f} {at_w0[-1] - L0:+8.4f}" if at_w0 else f"{'-':>10} {'-':>8}"
     print(f"{name:12} {steps:>11} {secs:>8} {share:>11} {val} {per_step:7.3f} {base_step / per_step:7.2f}x")
+if rounds:
+    def step_time(name, r):
+        rows = [json.loads(l) for l in open(f"{out}/speed-{r}-{name}/metrics.jsonl")]
+        t = [x["time"] for x in rows if x["kind"] == "train"]
+        return statistics.median(b - a for a, b in zip(t[9:], t[10:]))
+    print(f"speed, alternated: {rounds} rounds, median s/step of steps 11 onwards; tokens/s against the baseline's "
+          "in the same round")
+    times = {n: [step_time(n, r) for r in range(1, rounds + 1)] for n in names}
+    for name in names:
+        ratios = [b / t for b, t in zip(times["baseline"], times[name])]
+        print(f"{name:12} s/step {' '.join(f'{t:.3f}' for t in times[name])}   tokens/s "
+              f"{' '.join(f'{x:.2f}x' for x in ratios)}   median {statistics.median(ratios):.2f}x")
 PY

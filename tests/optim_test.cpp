@@ -189,16 +189,17 @@ TEST(Muon, UpdateMatchesAPlainTensorReference) {
   }
   lm::train::Muon muon({"a", "b"}, params, lr, mu, 5);
   for (int step = 0; step < 4; ++step) {
+    const float clip = step == 2 ? 0.25f : 1.0f;  // a gradient clip's factor, applied as Muon reads the gradient
     for (size_t i = 0; i < params.size(); ++i) {
       torch::Tensor g = torch::randn(params[i].sizes());
       params[i].mutable_grad() = g.clone();
-      torch::Tensor gd = g.to(torch::kDouble);
+      torch::Tensor gd = g.to(torch::kDouble) * clip;
       ref_m[i] = mu * ref_m[i] + gd;
       torch::Tensor u = gd + mu * ref_m[i];
       const double scale = std::sqrt(std::max(1.0, double(params[i].size(0)) / double(params[i].size(1))));
       ref_w[i] = ref_w[i] - lr * scale * reference_newton_schulz(u, 5);
     }
-    muon.step();
+    muon.step(clip);
     for (size_t i = 0; i < params.size(); ++i) {
       const double diff = (params[i].detach().to(torch::kDouble) - ref_w[i]).abs().max().item<double>();
       EXPECT_LT(diff, 1e-6) << "step " << step << " param " << i;

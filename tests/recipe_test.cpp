@@ -200,15 +200,27 @@ void resumes_splits_and_freezes(const std::string& model_keys, const std::string
   EXPECT_FALSE(manifest_sha(a, "model.safetensors").empty());
 
   // Two processes sum their gradients in another order than one process does: the losses differ in fp32's
-  // last bits. Muon's Newton-Schulz iterations in bf16 (train.muon_precision auto on a CPU with bf16
-  // products) round those differences to bf16 and carry them on: about 1e-4 nats after 12 steps.
-  auto two = run_lmtrain(args("two", 4, "--nproc 2"));
-  ASSERT_EQ(two.exit_code, 0) << two.output;
-  const double tolerance = straight.output.find("Newton-Schulz steps in bf16") != std::string::npos ? 5e-4 : 1e-5;
-  const auto one_losses = losses(dir / "straight"), two_losses = losses(dir / "two");
-  ASSERT_EQ(one_losses.size(), two_losses.size());
-  for (size_t i = 0; i < one_losses.size(); ++i) {
-    EXPECT_NEAR(std::stod(one_losses[i]), std::stod(two_losses[i]), tolerance) << "step " << i + 1;
+  // last bits (1e-5). Muon's Newton-Schulz iterations in bf16 (train.muon_precision auto on a CPU with bf16
+  // products) round those differences to bf16 and carry them on, chaotically: up to 8e-4 nats within 12
+  // steps here. So with bf16 the split is checked to the fp32 bound with the iterations in fp32, and the
+  // bf16 runs only to 2e-3.
+  auto split_matches = [&](const std::string& name, const std::vector<std::string>& one_losses,
+                           const std::string& more, double tolerance) {
+    auto two = run_lmtrain(args(name, 4, "--nproc 2 " + more));
+    ASSERT_EQ(two.exit_code, 0) << two.output;
+    const auto two_losses = losses(dir / name);
+    ASSERT_EQ(one_losses.size(), two_losses.size());
+    for (size_t i = 0; i < one_losses.size(); ++i) {
+      EXPECT_NEAR(std::stod(one_losses[i]), std::stod(two_losses[i]), tolerance) << name << " step " << i + 1;
+    }
+  };
+  const bool bf16 = straight.output.find("Newton-Schulz steps in bf16") != std::string::npos;
+  split_matches("two", losses(dir / "straight"), "", bf16 ? 2e-3 : 1e-5);
+  if (bf16) {
+    const std::string fp32 = "--set train.muon_precision=fp32";
+    auto straight32 = run_lmtrain(args("straight32", 8, fp32));
+    ASSERT_EQ(straight32.exit_code, 0) << straight32.output;
+    split_matches("two32", losses(dir / "straight32"), fp32, 1e-5);
   }
 
   RunSpec ft;

@@ -55,12 +55,13 @@ int64_t gram_run_length(int64_t m, int64_t n, bool symmetric) {
   return best;
 }
 
-}  // namespace
-
-torch::Tensor newton_schulz(const torch::Tensor& g, int64_t steps, const model::Ops& ops, c10::ScalarType dtype) {
+/// newton_schulz's iterations, the result left in the iterations' dtype and on the wide side: `tall` says
+/// whether it is g's transpose.
+torch::Tensor orthogonalise_wide(const torch::Tensor& g, int64_t steps, const model::Ops& ops, c10::ScalarType dtype,
+                                 bool& tall) {
   const Products mm{ops, dtype == torch::kBFloat16};
   torch::Tensor x = g.to(torch::kFloat);
-  const bool tall = x.size(0) > x.size(1);
+  tall = x.size(0) > x.size(1);
   if (tall) x = x.t();  // iterate on the wide side: X X^T is the smaller Gram matrix
   x = x / (x.norm() + 1e-7);  // singular values now in (0, 1]
   if (mm.bf16) x = x.to(torch::kBFloat16);
@@ -72,7 +73,9 @@ torch::Tensor newton_schulz(const torch::Tensor& g, int64_t steps, const model::
     const int64_t s = std::min(run, steps - done);
     torch::Tensor a = symmetric_mm(x, x.t(), mm), q;
     for (int64_t k = 0; k < s; ++k) {
-      torch::Tensor p = symmetric_mm(a, a, mm).mul_(kNewtonSchulzC).add_(a, kNewtonSchulzB);
+      // b A + c A^2: in bf16 one product that adds b A before its single rounding (oneDNN's addmm)
+      torch::Tensor p = mm.bf16 ? torch::addmm(a, a, a, kNewtonSchulzB, kNewtonSchulzC)
+                                : symmetric_mm(a, a, mm).mul_(kNewtonSchulzC).add_(a, kNewtonSchulzB);
       p.diagonal().add_(kNewtonSchulzA);
       q = k == 0 ? p : symmetric_mm(p, q, mm);
       if (k + 1 < s) a = symmetric_mm(p, symmetric_mm(p, a, mm), mm);
@@ -80,7 +83,36 @@ torch::Tensor newton_schulz(const torch::Tensor& g, int64_t steps, const model::
     x = mm(q, x);
     done += s;
   }
-  if (mm.bf16) x = x.to(torch::kFloat);
+  return x;
+}
+
+/// m <- mu m + f g and the Nesterov look-ahead u = f g + mu m, returned: one pass over fp32 CPU memory,
+/// LibTorch's ops elsewhere. f is the gradient clip's factor (1 for none).
+torch::Tensor momentum_step(torch::Tensor& m, const torch::Tensor& g, float f, double mu) {
+  if (m.device().is_cpu() && m.scalar_type() == torch::kFloat && g.scalar_type() == torch::kFloat &&
+      m.is_contiguous() && g.is_contiguous()) {
+    torch::Tensor u = torch::empty_like(m);
+    const float* gp = g.data_ptr<float>();
+    float* mp = m.data_ptr<float>();
+    float* up = u.data_ptr<float>();
+    const float muf = static_cast<float>(mu);
+    for (int64_t i = 0, n = m.numel(); i < n; ++i) {
+      const float gs = gp[i] * f;
+      mp[i] = mp[i] * muf + gs;
+      up[i] = gs + muf * mp[i];
+    }
+    return u;
+  }
+  const torch::Tensor gs = f == 1.0f ? g : g * f;
+  m.mul_(mu).add_(gs);
+  return gs.add(m, mu);
+}
+
+}  // namespace
+
+torch::Tensor newton_schulz(const torch::Tensor& g, int64_t steps, const model::Ops& ops, c10::ScalarType dtype) {
+  bool tall = false;
+  const torch::Tensor x = orthogonalise_wide(g, steps, ops, dtype, tall).to(torch::kFloat);
   return tall ? x.t().contiguous() : x;
 }
 
@@ -95,47 +127,44 @@ Muon::Muon(std::vector<std::string> names, std::vector<torch::Tensor> params, do
       ops_(std::move(ops)),
       ns_dtype_(ns_dtype) {}
 
-void Muon::step() {
+void Muon::step(float grad_scale) {
   torch::NoGradGuard no_grad;
   std::vector<size_t> todo;
-  std::vector<torch::Tensor> updates(params_.size());
   for (size_t i = 0; i < params_.size(); ++i) {
     torch::Tensor& p = params_[i];
     if (!p.grad().defined()) continue;
-    const torch::Tensor& g = p.grad();
     if (!buffers_[i].defined()) buffers_[i] = torch::zeros_like(p);
-    buffers_[i].mul_(momentum_).add_(g);
-    updates[i] = g.add(buffers_[i], momentum_);  // Nesterov: look one momentum step ahead
     todo.push_back(i);
   }
-  // Largest first. On the CPU with OpenBLAS on one thread per call (the fused set's setting) the threads take
-  // whole matrices one at a time from a shared counter, so a faster thread takes more: a product of 256 rows
-  // runs at one core's full speed, while cutting each product over the threads leaves pieces too small for
-  // it. A matrix's bits do not depend on the thread it runs on.
+  // One job per matrix, all of it on one thread: momentum, Newton-Schulz, the update. Largest first. On the
+  // CPU with OpenBLAS on one thread per call (the fused set's setting) the threads take whole matrices one at
+  // a time from a shared counter, so a faster thread takes more: a product of 256 rows runs at one core's full
+  // speed, while cutting each product over the threads leaves pieces too small for it. A matrix's bits do not
+  // depend on the thread it runs on.
   auto work = [&](size_t i) {
     const double rows = static_cast<double>(params_[i].size(0)), cols = static_cast<double>(params_[i].size(1));
     return rows * cols * std::min(rows, cols);
   };
   std::stable_sort(todo.begin(), todo.end(), [&](size_t a, size_t b) { return work(a) > work(b); });
   std::atomic<size_t> next{0};
-  auto orthogonalise = [&] {
+  auto jobs = [&] {
     const c10::AutoGradMode no_autograd(false);  // thread-local: off on the pool's threads too
     for (size_t k = next++; k < todo.size(); k = next++) {
-      updates[todo[k]] = newton_schulz(updates[todo[k]], ns_steps_, *ops_, ns_dtype_);
+      torch::Tensor& p = params_[todo[k]];
+      const torch::Tensor u = momentum_step(buffers_[todo[k]], p.grad(), grad_scale, momentum_);
+      bool tall = false;
+      const torch::Tensor x = orthogonalise_wide(u, ns_steps_, *ops_, ns_dtype_, tall);
+      const double scale = std::sqrt(std::max(1.0, static_cast<double>(p.size(0)) / static_cast<double>(p.size(1))));
+      p.add_((tall ? x.t() : x).to(p.scalar_type()), -lr_ * scale);
     }
   };
   const int64_t threads = at::get_num_threads();
   // bf16 products are oneDNN's, which runs one thread a call inside the pool whatever OpenBLAS's setting.
   if (threads > 1 && todo.size() > 1 && (ns_dtype_ == torch::kBFloat16 || util::blas_threads() == 1) &&
       std::all_of(todo.begin(), todo.end(), [&](size_t i) { return params_[i].is_cpu(); })) {
-    at::parallel_for(0, threads, 1, [&](int64_t, int64_t) { orthogonalise(); });  // one call per thread
+    at::parallel_for(0, threads, 1, [&](int64_t, int64_t) { jobs(); });  // one call per thread
   } else {
-    orthogonalise();
-  }
-  for (size_t i : todo) {
-    torch::Tensor& p = params_[i];
-    const double scale = std::sqrt(std::max(1.0, static_cast<double>(p.size(0)) / static_cast<double>(p.size(1))));
-    p.add_(updates[i].to(p.scalar_type()), -lr_ * scale);
+    jobs();
   }
 }
 

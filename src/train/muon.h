@@ -42,7 +42,8 @@ class Muon {
   Muon(std::vector<std::string> names, std::vector<torch::Tensor> params, double lr, double momentum, int64_t ns_steps,
        model::OpsPtr ops = model::reference_ops(), c10::ScalarType ns_dtype = torch::kFloat);
 
-  void step();
+  /// `grad_scale`: multiplies every gradient as it is read (the gradient clip's factor; 1 for none).
+  void step(float grad_scale = 1.0f);
   void zero_grad();  ///< as torch::optim::Optimizer::zero_grad: defined gradients are detached and zeroed
   void set_lr(double lr) { lr_ = lr; }
   double lr() const { return lr_; }

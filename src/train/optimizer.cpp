@@ -103,10 +103,7 @@ void RunOptimizer::step(const GradClip& clip) {
     for (auto& group : adamw_->param_groups()) scale(group.params());
     adamw_->step();
   }
-  if (muon_) {
-    scale(muon_->params());
-    muon_->step();
-  }
+  if (muon_) muon_->step(scaled ? clip.factor_value : 1.0f);  // the factor applied as each gradient is read
 }
 
 void RunOptimizer::zero_grad() {
