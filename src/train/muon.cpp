@@ -155,7 +155,7 @@ void Muon::step(float grad_scale) {
       bool tall = false;
       const torch::Tensor x = orthogonalise_wide(u, ns_steps_, *ops_, ns_dtype_, tall);
       const double scale = std::sqrt(std::max(1.0, static_cast<double>(p.size(0)) / static_cast<double>(p.size(1))));
-      p.add_((tall ? x.t() : x).to(p.scalar_type()), -lr_ * scale);
+      p.add_(tall ? x.t() : x, -lr_ * scale);  // x in bf16 is widened as it is read: no fp32 copy
     }
   };
   const int64_t threads = at::get_num_threads();
