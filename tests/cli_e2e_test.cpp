@@ -2,6 +2,7 @@
 // Python reading the weights (model.safetensors), and bad input ending with one clear line and the right exit code.
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <fstream>
 #include <regex>
 
@@ -143,6 +144,38 @@ TEST(CliEndToEnd, BadInputEndsWithOneClearLineAndAnExitCode) {
 // `lmtrain` is a small front without LibTorch (docs/ARCHITECTURE.md "Two executables"): `prepare` runs in
 // it and never loads LibTorch, yet writes what lmtrain_full writes and fails the way it fails; every other
 // command line goes to lmtrain_full; a front without lmtrain_full beside it says so.
+// SIGTERM while `prepare` encodes: exit 143, its temporary shard removed, the earlier output byte for byte.
+TEST(CliEndToEnd, PrepareStoppedBySigtermLeavesNoTemporaryAndKeepsTheOldOutput) {
+  ScratchDir dir("prepare_stop");
+  const std::string model = english_tokenizer_path().string();
+  ASSERT_EQ(run_lmtrain("prepare --tokenizer " + model + " --input " + data_file("tiny_en.txt").string() + " --output " +
+                        (dir / "out.bin").string()).exit_code, 0);
+  const std::string before = slurp(dir / "out.bin");
+  ASSERT_FALSE(before.empty());
+  const std::string text = slurp(data_file("tiny_en.txt"));
+  {  // a corpus that takes one encoder thread seconds: 24 MiB of the tiny file over and over
+    std::ofstream big(dir / "big.txt");
+    for (size_t n = 0; n < (size_t{24} << 20); n += text.size()) big << text;
+  }
+  const pid_t pid = spawn_lmtrain("prepare --threads 1 --block-mb 0.25 --tokenizer " + model + " --input " +
+                                      (dir / "big.txt").string() + " --output " + (dir / "out.bin").string(),
+                                  dir / "stop.log");
+  auto temporaries = [&] {
+    std::vector<std::string> out;
+    for (const auto& e : fs::directory_iterator(dir.path())) {
+      if (e.path().filename().string().find(".tmp-") != std::string::npos) out.push_back(e.path().filename().string());
+    }
+    return out;
+  };
+  for (int i = 0; i < 60000 && temporaries().empty(); ++i) ::usleep(1000);  // the encoder has started writing
+  ASSERT_FALSE(temporaries().empty()) << slurp(dir / "stop.log");
+  ::kill(pid, SIGTERM);
+  EXPECT_EQ(wait_exit(pid), 143) << slurp(dir / "stop.log");
+  EXPECT_NE(slurp(dir / "stop.log").find("stopped by SIGTERM while encoding"), std::string::npos) << slurp(dir / "stop.log");
+  EXPECT_TRUE(temporaries().empty()) << temporaries().front();
+  EXPECT_EQ(slurp(dir / "out.bin"), before);
+}
+
 TEST(CliEndToEnd, PrepareRunsInTheFrontWithoutLibTorch) {
   ScratchDir dir("front");
   const std::string model = english_tokenizer_path().string(), input = data_file("tiny_en.txt").string();

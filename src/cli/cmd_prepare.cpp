@@ -9,6 +9,8 @@
 #include "data/prepare.h"
 #include "tokenizer/corpus_text.h"
 #include "tokenizer/tokenizer.h"
+#include "util/errors.h"
+#include "util/signals.h"
 
 namespace lm::cli {
 
@@ -32,6 +34,16 @@ void add_data_commands(CLI::App& app) {
   prep->add_option("--shard-tokens", o->prep.shard_tokens, "token ids per output shard")
       ->capture_default_str()->check(CLI::Range(uint64_t{1024}, uint64_t{1} << 40));
   prep->callback([o] {
+    // SIGINT/SIGTERM stop the encoding between blocks: its temporary shards are removed, an earlier output
+    // stays as it was, and the exit code is 130/143.
+    util::install_stop_handlers();
+    o->prep.check_stop = [] {
+      if (const int sig = util::stop_signal(); sig != 0) {
+        throw Interrupted(util::exit_code_for_signal(sig), "[prepare] stopped by " + std::string(util::signal_name(sig)) +
+                                                               " while encoding; nothing was written (an earlier "
+                                                               "output is as it was)");
+      }
+    };
     const auto files = tokenizer::list_corpus_files(o->input, "corpus");
     tokenizer::Tokenizer tok(o->tokenizer);
     o->prep.block_bytes = static_cast<size_t>(o->block_mb * (1 << 20));
