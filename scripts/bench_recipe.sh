@@ -77,11 +77,11 @@ for row in "${ROWS[@]}"; do  # one run directory per name: a repeated name would
   seen+="${row%%|*},"
 done
 mkdir -p "$out"
-# run_row NAME SETS DIR ARGS...: one run of a row (its --set list, or '@FILE KEY=VALUE ...') into DIR; its log
+# run_row SETS DIR ARGS...: one run of a row (its --set list, or '@FILE KEY=VALUE ...') into DIR; its log
 # beside DIR.
 run_row() {
-  local name=$1 sets=$2 dir=$3 file
-  shift 3
+  local sets=$1 dir=$2 file
+  shift 2
   local args=(-c "$config")
   if [[ "$sets" == @* ]]; then
     read -r file sets <<< "$sets"
@@ -101,7 +101,7 @@ for row in "${ROWS[@]}"; do
   specs+=("$row")
   desc=${sets:-the baseline}
   echo "== $name: ${desc#@}"
-  run_row "$name" "$sets" "$out/$name" --set "train.max_steps=$steps" --set "train.eval_every=$eval_every" \
+  run_row "$sets" "$out/$name" --set "train.max_steps=$steps" --set "train.eval_every=$eval_every" \
     --set train.eval_batches=1000000000 --set train.log_every=1
   grep "final validation loss" "$out/$name.log"
 done
@@ -110,7 +110,7 @@ speed_steps=${SPEED_STEPS:-60}
 for round in $(seq "$speed_rounds"); do
   for row in "${specs[@]}"; do
     echo "== speed, round $round: ${row%%|*}"
-    run_row "${row%%|*}" "${row#*|}" "$out/speed-$round-${row%%|*}" --set "train.max_steps=$speed_steps" \
+    run_row "${row#*|}" "$out/speed-$round-${row%%|*}" --set "train.max_steps=$speed_steps" \
       --set train.warmup_steps=10 --set train.eval_every=0 --set train.log_every=1
   done
 done

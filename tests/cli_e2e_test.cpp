@@ -171,7 +171,8 @@ TEST(CliEndToEnd, PrepareStoppedBySigtermLeavesNoTemporaryAndKeepsTheOldOutput) 
   ASSERT_FALSE(temporaries().empty()) << slurp(dir / "stop.log");
   ::kill(pid, SIGTERM);
   EXPECT_EQ(wait_exit(pid), 143) << slurp(dir / "stop.log");
-  EXPECT_NE(slurp(dir / "stop.log").find("stopped by SIGTERM while encoding"), std::string::npos) << slurp(dir / "stop.log");
+  const std::string log = slurp(dir / "stop.log");
+  EXPECT_NE(log.find("[prepare] stopped by SIGTERM while encoding"), std::string::npos) << log;
   EXPECT_TRUE(temporaries().empty()) << temporaries().front();
   EXPECT_EQ(slurp(dir / "out.bin"), before);
 }

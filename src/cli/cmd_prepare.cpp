@@ -38,11 +38,12 @@ void add_data_commands(CLI::App& app) {
     // stays as it was, and the exit code is 130/143.
     util::install_stop_handlers();
     o->prep.check_stop = [] {
-      if (const int sig = util::stop_signal(); sig != 0) {
-        throw Interrupted(util::exit_code_for_signal(sig), "[prepare] stopped by " + std::string(util::signal_name(sig)) +
-                                                               " while encoding; nothing was written (an earlier "
-                                                               "output is as it was)");
-      }
+      const int sig = util::stop_signal();
+      if (sig == 0) return;
+      const std::string by = util::signal_name(sig);
+      throw Interrupted(util::exit_code_for_signal(sig),
+                        "[prepare] stopped by " + by +
+                            " while encoding; nothing was written (an earlier output is as it was)");
     };
     const auto files = tokenizer::list_corpus_files(o->input, "corpus");
     tokenizer::Tokenizer tok(o->tokenizer);
