@@ -55,14 +55,12 @@ int64_t gram_run_length(int64_t m, int64_t n, bool symmetric) {
   return best;
 }
 
-/// newton_schulz's iterations, the result left in the iterations' dtype and on the wide side: `tall` says
-/// whether it is g's transpose.
-torch::Tensor orthogonalise_wide(const torch::Tensor& g, int64_t steps, const model::Ops& ops, c10::ScalarType dtype,
-                                 bool& tall) {
+/// newton_schulz's iterations, the result left in the iterations' dtype and on the wide side (g's transpose
+/// when g is tall: more rows than columns).
+torch::Tensor orthogonalise_wide(const torch::Tensor& g, int64_t steps, const model::Ops& ops, c10::ScalarType dtype) {
   const Products mm{ops, dtype == torch::kBFloat16};
   torch::Tensor x = g.to(torch::kFloat);
-  tall = x.size(0) > x.size(1);
-  if (tall) x = x.t();  // iterate on the wide side: X X^T is the smaller Gram matrix
+  if (x.size(0) > x.size(1)) x = x.t();  // iterate on the wide side: X X^T is the smaller Gram matrix
   x = x / (x.norm() + 1e-7);  // singular values now in (0, 1]
   if (mm.bf16) x = x.to(torch::kBFloat16);
   // X <- P(A) X with A = X X^T and P(A) = a I + b A + c A^2. Within a run of s iterations every matrix is a
@@ -111,9 +109,8 @@ torch::Tensor momentum_step(torch::Tensor& m, const torch::Tensor& g, float f, d
 }  // namespace
 
 torch::Tensor newton_schulz(const torch::Tensor& g, int64_t steps, const model::Ops& ops, c10::ScalarType dtype) {
-  bool tall = false;
-  const torch::Tensor x = orthogonalise_wide(g, steps, ops, dtype, tall).to(torch::kFloat);
-  return tall ? x.t().contiguous() : x;
+  const torch::Tensor x = orthogonalise_wide(g, steps, ops, dtype).to(torch::kFloat);
+  return g.size(0) > g.size(1) ? x.t().contiguous() : x;
 }
 
 Muon::Muon(std::vector<std::string> names, std::vector<torch::Tensor> params, double lr, double momentum,
@@ -152,10 +149,9 @@ void Muon::step(float grad_scale) {
     for (size_t k = next++; k < todo.size(); k = next++) {
       torch::Tensor& p = params_[todo[k]];
       const torch::Tensor u = momentum_step(buffers_[todo[k]], p.grad(), grad_scale, momentum_);
-      bool tall = false;
-      const torch::Tensor x = orthogonalise_wide(u, ns_steps_, *ops_, ns_dtype_, tall);
+      const torch::Tensor x = orthogonalise_wide(u, ns_steps_, *ops_, ns_dtype_);
       const double scale = std::sqrt(std::max(1.0, static_cast<double>(p.size(0)) / static_cast<double>(p.size(1))));
-      p.add_(tall ? x.t() : x, -lr_ * scale);  // x in bf16 is widened as it is read: no fp32 copy
+      p.add_(p.size(0) > p.size(1) ? x.t() : x, -lr_ * scale);  // x in bf16 is widened as it is read: no fp32 copy
     }
   };
   const int64_t threads = at::get_num_threads();
