@@ -18,9 +18,16 @@ team's own tuned PyTorch eager reference of the same model and optimizer, in one
   PyTorch's fastest split here: 2 LibTorch threads beside OpenBLAS's 2 fight for the cores; note that
   torch.set_num_threads does not reach OpenBLAS's pool), random ids (speed does not depend on the values).
   Each reference runs in its own process so its peak RSS is its own.
-- OpenBLAS kernels: every process inherits the same environment (OPENBLAS_CORETYPE when set, else OpenBLAS's
-  own choice for the CPU), and each lmtrain run's log must name the kernels the ceiling ran, so the fraction
-  never compares different kernels.
+- OpenBLAS kernels: the Python processes run the kernels lmtrain chooses here (its `--version` line names
+  them: the user's OPENBLAS_CORETYPE, or the widest this CPU runs where OpenBLAS would pick narrower ones), and
+  each lmtrain run's log must name the kernels the ceiling ran, so the fraction never compares different
+  kernels.
+- bf16 ceiling: the best of 6 bf16 2048x2048 products through LibTorch's bf16 mm (oneDNN: AMX or AVX512-BF16
+  where the CPU has them), and config S's product shapes, on --blas-threads LibTorch threads; a run whose log
+  says `precision bf16` is measured against it, an fp32 run against the fp32 ceiling.
+- Reference under autocast: the same reference model under torch.autocast("cpu", dtype=torch.bfloat16) with
+  --blas-threads LibTorch threads (oneDNN's bf16 products run on LibTorch's pool), config S only: what a
+  PyTorch user gets with one line.
 - Model FLOPs per token: 6 x (parameters except positions) + 12 x L x C x T (attention scores and values).
 
 - --repeats R: each config's lmtrain and reference runs alternate R times (lmtrain, reference, lmtrain, ...)
@@ -28,7 +35,7 @@ team's own tuned PyTorch eager reference of the same model and optimizer, in one
   machine's speed drifts by 10-30% from minute to minute, and alternating keeps the drift on both sides.
 
 Usage: scripts/bench_cpu.py --lmtrain build/lmtrain [--steps 60] [--out build/bench] [--blas-threads N]
-       [--repeats R]
+       [--repeats R] [--precision auto|fp32|bf16]
 """
 import argparse
 import json
@@ -46,6 +53,7 @@ CONFIGS = {  # name: (V, C, L, H, T, B)
     "T-long": (8192, 256, 4, 4, 512, 4),
 }
 CEILING_CORE = None  # the OpenBLAS kernels the ceiling ran (every lmtrain run must report the same)
+S_SHAPES = [(2048, 256, 768), (2048, 256, 256), (2048, 256, 1024), (2048, 1024, 256), (2048, 256, 8192)]
 
 MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(1 << 30),
               "MALLOC_TOP_PAD_": str(64 << 20)}
@@ -83,6 +91,28 @@ def ceiling(threads, split=False):
     return best
 
 
+def bf16_ceiling(threads, shape=(2048, 2048, 2048)):
+    """Best of 6 bf16 products (M,K) @ (K,N) through LibTorch's bf16 mm (oneDNN) on `threads` threads."""
+    import torch
+    torch.set_num_threads(threads)
+    M, K, N = shape
+    a, b = torch.randn(M, K).bfloat16(), torch.randn(K, N).bfloat16()
+    torch.mm(a, b)
+    best = 0.0
+    for _ in range(6):
+        t0 = time.perf_counter()
+        torch.mm(a, b)
+        best = max(best, 2 * M * K * N / (time.perf_counter() - t0) / 1e9)
+    return best
+
+
+def lmtrain_kernels(exe):
+    """The OpenBLAS kernels lmtrain chooses on this machine (the `OpenBLAS kernels:` line of --version), or None."""
+    out = subprocess.run([exe, "--version"], check=True, capture_output=True, text=True).stdout
+    m = re.search(r"^OpenBLAS kernels: (\S+) \((.*)\)$", out, re.M)
+    return (m.group(1), m.group(2)) if m else None
+
+
 def blas_core_name():
     """The kernels the OpenBLAS loaded with torch runs (openblas_get_corename), or "?" when it cannot say
     (then the lmtrain runs' kernels are not checked against it)."""
@@ -113,11 +143,13 @@ def measure_ceiling(blas, only=None):
     return ceil, split
 
 
-def reference(V, C, L, H, T, B, steps):
+def reference(V, C, L, H, T, B, steps, autocast_threads=0):
+    """tokens/s of the eager reference; autocast_threads > 0: under bf16 autocast on that many LibTorch threads."""
+    import contextlib
     import torch
     import torch.nn as nn
     import torch.nn.functional as F
-    torch.set_num_threads(1)
+    torch.set_num_threads(autocast_threads or 1)
 
     class Block(nn.Module):
         def __init__(self):
@@ -148,6 +180,10 @@ def reference(V, C, L, H, T, B, steps):
     x, y = torch.randint(V, (B, T)), torch.randint(V, (B, T))
 
     def step():
+        with torch.autocast("cpu", dtype=torch.bfloat16) if autocast_threads else contextlib.nullcontext():
+            return step_in()
+
+    def step_in():
         h = emb(x) + pos.weight[:T]
         for b in blocks:
             h = b(h)
@@ -185,7 +221,8 @@ def run_measured(cmd, env=None):
 
 def lmtrain_run(exe, out, name, V, C, L, H, T, B, steps, blas, optimizer="adamw", kernels="fused"):
     run_dir = os.path.join(out, name)
-    sets = {"run.dir": run_dir, "run.threads": 1, "run.blas_threads": blas, "run.kernels": kernels, "tokenizer.vocab_size": V, "model.d_model": C,
+    sets = {"run.dir": run_dir, "run.threads": 1, "run.blas_threads": blas, "run.kernels": kernels,
+            "run.precision": PRECISION, "tokenizer.vocab_size": V, "model.d_model": C,
             "model.n_layers": L, "model.n_heads": H, "model.max_seq_len": T, "train.batch_size": B,
             "train.max_steps": steps, "train.warmup_steps": 10, "train.eval_every": 0, "train.optimizer": optimizer,
             "train.log_every": max(steps // 6, 1), "checkpoint.every": 0, "data.train": "data/kjv/train.txt",
@@ -195,13 +232,19 @@ def lmtrain_run(exe, out, name, V, C, L, H, T, B, steps, blas, optimizer="adamw"
     subprocess.run([exe, "train", "--overwrite"] + [a for k, v in prep.items() for a in ("--set", f"{k}={v}")],
                    check=True, capture_output=True)
     log, rss = run_measured([exe, "train", "--overwrite"] + [a for k, v in sets.items() for a in ("--set", f"{k}={v}")])
-    ran = re.search(r"OpenBLAS (\S+) kernels", log)
+    ran = re.search(r"OpenBLAS kernels (\S+)", log)
     if CEILING_CORE not in (None, "?") and (not ran or ran.group(1).lower() != CEILING_CORE.lower()):
         raise RuntimeError(f"lmtrain ran OpenBLAS {ran.group(1) if ran else '?'} kernels, the ceiling "
                            f"{CEILING_CORE}: the fraction would compare different kernels")
     rates = [r["tokens_per_s"] for r in map(json.loads, open(os.path.join(run_dir, "metrics.jsonl")))
              if r["kind"] == "train"]
+    precision = re.search(r"precision (fp32|bf16)", log)
+    PRECISIONS[name] = precision.group(1) if precision else "fp32"
     return statistics.median(rates[1:] if len(rates) > 1 else rates), rss
+
+
+PRECISIONS = {}  # lmtrain run name: the precision its log names
+PRECISION = "auto"  # run.precision of every lmtrain run (--precision)
 
 
 def main():
@@ -211,12 +254,23 @@ def main():
     ap.add_argument("--out", default="build/bench")
     ap.add_argument("--blas-threads", type=int, default=os.cpu_count())
     ap.add_argument("--repeats", type=int, default=1, help="alternated lmtrain/reference runs per config")
+    ap.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16"], help="run.precision of lmtrain's runs")
     ap.add_argument("--against", metavar="OLD_LMTRAIN",
                     help="only config S: this lmtrain against OLD_LMTRAIN (another build), alternated --repeats times")
     ap.add_argument("--reference-only", help=argparse.SUPPRESS)  # internal: one reference in this process
     ap.add_argument("--ceiling-only", help=argparse.SUPPRESS)  # internal: the ceiling for N threads
     ap.add_argument("--split", action="store_true", help=argparse.SUPPRESS)  # internal: ... in row blocks
+    ap.add_argument("--bf16-ceiling-only", help=argparse.SUPPRESS)  # internal: the bf16 ceiling for N threads
+    ap.add_argument("--autocast-only", help=argparse.SUPPRESS)  # internal: one autocast reference
     args = ap.parse_args()
+    if args.bf16_ceiling_only:
+        t = int(args.bf16_ceiling_only)
+        print(json.dumps({"2048^3": bf16_ceiling(t), **{"x".join(map(str, s)): bf16_ceiling(t, s) for s in S_SHAPES}}))
+        return
+    if args.autocast_only:
+        print(json.dumps({"tokens_per_s": reference(*CONFIGS[args.autocast_only], args.steps,
+                                                    autocast_threads=args.blas_threads)}))
+        return
     if args.ceiling_only:
         gflops = ceiling(int(args.ceiling_only), args.split)
         print(blas_core_name())
@@ -226,6 +280,11 @@ def main():
         print(json.dumps({"tokens_per_s": reference(*CONFIGS[args.reference_only], args.steps)}))
         return
     os.makedirs(args.out, exist_ok=True)
+    global PRECISION
+    PRECISION = args.precision
+    chosen = lmtrain_kernels(args.lmtrain)
+    if chosen and "OPENBLAS_CORETYPE" not in os.environ:
+        os.environ["OPENBLAS_CORETYPE"] = chosen[0]  # the Python processes run lmtrain's kernels
     import torch
     print(f"torch {torch.__version__} (LibTorch), {os.cpu_count()} vCPUs; lmtrain {args.lmtrain}; "
           f"{args.steps} steps per config, tokens/s = median of 6 windows after warm-up" +
@@ -235,14 +294,17 @@ def main():
     print("ceiling: fp32 2048x2048 matmul, best of 6: " +
           ", ".join(f"{g:.1f} GFLOP/s on {t} thread{'s' if t > 1 else ''}" for t, g in sorted(ceil.items())) +
           (f"; {split:.1f} as {blas} single-threaded row blocks" if split else ""))
-    core = os.environ.get("OPENBLAS_CORETYPE")
-    print(f"OpenBLAS kernels: {CEILING_CORE} (" + (f"OPENBLAS_CORETYPE={core} from the environment" if core is not None
-                                                   else "OpenBLAS's own choice for this CPU") +
+    print(f"OpenBLAS kernels: {CEILING_CORE} (lmtrain's choice here: {chosen[0] + ' (' + chosen[1] + ')' if chosen else '?'}"
           "; every lmtrain run's log must name the same)")
+    out, _ = run_measured([sys.executable, __file__, "--bf16-ceiling-only", str(blas)])
+    bf16 = json.loads(out.strip().splitlines()[-1])
+    print(f"bf16 ceiling (LibTorch's bf16 mm, oneDNN, {blas} threads, best of 6), GFLOP/s: " +
+          ", ".join(f"{k} {v:.1f}" for k, v in bf16.items()))
     tops = [max(ceil[blas], split or 0.0)]  # the best `blas`-thread figure, measured again before each lmtrain run
     if args.against:
         return against(args, blas, tops)
     rows = []  # (label, V, T, B, lmtrain tok/s, ref tok/s or None, FLOPs/token, lmtrain RSS, ref RSS, note)
+    autocast = []  # config S's reference under bf16 autocast, tokens/s per repeat
     for name, cfg in CONFIGS.items():
         V, C, L, H, T, B = cfg
         # The same BLAS pool size as lmtrain (torch.set_num_threads does not reach OpenBLAS's own pool).
@@ -254,6 +316,10 @@ def main():
             ours, ours_rss = lmtrain_run(args.lmtrain, args.out, name, *cfg, args.steps, blas)
             out, ref_rss = run_measured([sys.executable, __file__, "--reference-only", name, "--steps", str(args.steps)], env)
             runs.append((ours, ours_rss, json.loads(out.strip().splitlines()[-1])["tokens_per_s"], ref_rss))
+            if name == "S":  # the reference under bf16 autocast, alternated with the others
+                out, _ = run_measured([sys.executable, __file__, "--autocast-only", name, "--steps", str(args.steps),
+                                       "--blas-threads", str(blas)], env)
+                autocast.append(json.loads(out.strip().splitlines()[-1])["tokens_per_s"])
         ours, ref = statistics.median(r[0] for r in runs), statistics.median(r[2] for r in runs)
         f = model_flops_per_token(*cfg[:5])
         note = ""
@@ -261,22 +327,28 @@ def main():
             note = (f"runs: lmtrain {' / '.join(f'{r[0]:,.0f}' for r in runs)}; reference "
                     f"{' / '.join(f'{r[2]:,.0f}' for r in runs)}; ratios {' / '.join(f'{r[0] / r[2]:.2f}x' for r in runs)}")
         rows.append((name, V, T, B, ours, ref, f, max(r[1] for r in runs), max(r[3] for r in runs), note))
-        if name == "S":  # the same lmtrain on LibTorch's own ops and OpenBLAS's own threads
+        if name == "S":
+            rows.append(("S autocast", V, T, B, ours, statistics.median(autocast), f, runs[0][1], None,
+                         f"(ratio against the reference under torch.autocast bf16 on {blas} LibTorch threads: "
+                         f"{' / '.join(f'{a:,.0f}' for a in autocast)} tokens/s)"))
+            # the same lmtrain on LibTorch's own ops and OpenBLAS's own threads
             plain, plain_rss = lmtrain_run(args.lmtrain, args.out, "S-plain", *cfg, args.steps, blas, kernels="plain")
             rows.append(("S plain", V, T, B, plain, ref, f, plain_rss, None,
                          f"(run.kernels plain: 1 LibTorch + {blas} OpenBLAS threads; ratio against the S reference)"))
     top = max(tops)
     print(f"ceiling again before each lmtrain run (best {blas}-thread figure): {' / '.join(f'{t:.1f}' for t in tops[1:])}")
-    print(f"lmtrain: run.kernels fused (products split over {blas} LibTorch threads, each block one single-threaded "
-          f"OpenBLAS call); reference: 1 LibTorch thread, {blas} OpenBLAS thread{'s' if blas > 1 else ''}; "
-          f"'of ceiling' = lmtrain GFLOP/s / {top:.1f} (the best {blas}-thread figure of all the measurements above)")
+    print(f"lmtrain: run.kernels fused, its precision auto (per run: {', '.join(f'{k} {v}' for k, v in PRECISIONS.items())}); "
+          f"reference: 1 LibTorch thread, {blas} OpenBLAS thread{'s' if blas > 1 else ''}; 'of ceiling' = lmtrain "
+          f"GFLOP/s / the ceiling of the precision it ran: fp32 {top:.1f} (the best {blas}-thread figure of all the "
+          f"measurements above), bf16 {bf16['2048^3']:.1f}")
     print("model FLOPs/token = 6 x (parameters except positions) + 12 x L x C x T")
     print(f"{'config':<8} {'V':>5} {'T':>4} {'B':>3} {'lmtrain tok/s':>14} {'ref tok/s':>10} {'ratio':>6} "
           f"{'lmtrain GFLOP/s':>16} {'of ceiling':>10} {'ref GFLOP/s':>12} {'lmtrain RSS MiB':>16} {'ref RSS MiB':>12}")
     for label, V, T, B, ours, ref, f, ours_rss, ref_rss, note in rows:
         plain = ref_rss is None
+        ceiling_of = bf16["2048^3"] if PRECISIONS.get(label.split()[0] if label.endswith("autocast") else label.replace(" ", "-")) == "bf16" else top
         print(f"{label:<8} {V:>5} {T:>4} {B:>3} {ours:>14,.0f} {'' if plain else f'{ref:,.0f}':>10} {ours / ref:>5.2f}x "
-              f"{ours * f / 1e9:>16.1f} {ours * f / 1e9 / top:>9.0%} {'' if plain else f'{ref * f / 1e9:.1f}':>12} "
+              f"{ours * f / 1e9:>16.1f} {ours * f / 1e9 / ceiling_of:>9.0%} {'' if plain else f'{ref * f / 1e9:.1f}':>12} "
               f"{ours_rss:>16,.0f} {'' if plain else f'{ref_rss:,.0f}':>12}" + (f"   {note}" if plain else ""))
         if note and not plain:
             print(f"{'':<8} {note}")

@@ -11,6 +11,7 @@ PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config git
   dpkg-dev file binutils  # `cpack -G DEB` (dpkg-shlibdeps finds the Depends; CPack needs `file`); readelf in the install test
   libtorch-dev libopenblas0-pthread
+  libdnnl-dev  # oneDNN's headers: the fused kernels' bf16 products (the libdnnl.so.2 LibTorch already loads)
   libsentencepiece-dev
   libcli11-dev libspdlog-dev libfmt-dev libyaml-cpp-dev nlohmann-json3-dev libssl-dev
   libgtest-dev libgloo-dev

@@ -24,7 +24,7 @@ model::GptConfig tiny(bool tied = true) { return tiny_config(128, tied); }
 
 fs::path save_tiny(const fs::path& run, model::Gpt& m, int64_t step) {
   train::TrainConfig tc;
-  train::RunOptimizer opt(train::split_decay_groups(*m), tc, m->ops());
+  train::RunOptimizer opt(train::split_decay_groups(*m), tc);
   checkpoint::SaveRequest req;
   req.model = m.get();
   req.optimizer = &opt.adamw();

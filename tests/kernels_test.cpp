@@ -9,6 +9,7 @@
 
 #include "model/attention.h"
 #include "model/fused/balance.h"
+#include "model/fused/bf16_products.h"
 #include "model/fused/kernels.h"
 #include "model/fused/simd.h"
 #include "model/gpt.h"
@@ -58,30 +59,43 @@ void expect_close(const torch::Tensor& a, const torch::Tensor& b, double tol, co
 
 }  // namespace
 
-// make_ops: the fused set for CPU float32 only; `fused` refuses the rest naming the option, `auto` falls
-// back to the reference set and says why.
-TEST_F(Kernels, TheFusedSetIsChosenForCpuFloat32Only) {
+// make_ops builds each plan from config, device and build: the fused set on a CPU in fp32 and (with oneDNN
+// in the build) in bf16, with its thread policy, fused optimizer and, for bf16, the weight copies; the
+// reference set with OpenBLAS's threads (LibTorch's for its bf16 products).
+TEST_F(Kernels, EachPlanHoldsItsOpsPrecisionThreadsAndOptimizer) {
   const auto arch = tiny_config(64);
   const torch::Device cpu(torch::kCPU);
   for (const auto k : {util::Kernels::kAuto, util::Kernels::kFused}) {
-    const auto c = model::make_ops(k, cpu, torch::kFloat, arch);
-    EXPECT_TRUE(c.ops->fused());
+    const auto c = model::make_ops(k, cpu, torch::kFloat, arch, 1, 2);
     EXPECT_EQ(c.ops->name(), "fused");
+    EXPECT_EQ(c.products, torch::kFloat);
+    EXPECT_EQ(c.torch_threads, 2);
+    EXPECT_EQ(c.blas_threads, 1);
+    EXPECT_TRUE(c.fused_optimizer);
+    EXPECT_EQ(c.weights, nullptr);
   }
-  const auto ref = model::make_ops(util::Kernels::kReference, cpu, torch::kFloat, arch);
-  EXPECT_FALSE(ref.ops->fused());
+  const auto ref = model::make_ops(util::Kernels::kReference, cpu, torch::kFloat, arch, 1, 2);
   EXPECT_EQ(ref.ops->name(), "reference");
-  const auto bf16 = model::make_ops(util::Kernels::kAuto, cpu, torch::kBFloat16, arch);
-  EXPECT_FALSE(bf16.ops->fused());
-  EXPECT_EQ(bf16.ops->dtype(), torch::kBFloat16);
-  EXPECT_NE(bf16.why.find("run.precision"), std::string::npos) << bf16.why;
-  try {
-    model::make_ops(util::Kernels::kFused, cpu, torch::kBFloat16, arch);
-    ADD_FAILURE() << "fused with bf16 products was not refused";
-  } catch (const ConfigError& e) {
-    EXPECT_EQ(e.code(), ExitCode::kUsage);
-    EXPECT_NE(std::string(e.what()).find("run.kernels fused"), std::string::npos) << e.what();
+  EXPECT_EQ(ref.torch_threads, 1);
+  EXPECT_EQ(ref.blas_threads, 2);
+  EXPECT_FALSE(ref.fused_optimizer);
+  const auto ref_bf16 = model::make_ops(util::Kernels::kReference, cpu, torch::kBFloat16, arch, 1, 2);
+  EXPECT_EQ(ref_bf16.ops->dtype(), torch::kBFloat16);
+  EXPECT_EQ(ref_bf16.torch_threads, 2) << "oneDNN's bf16 products run on LibTorch's threads";
+  EXPECT_EQ(ref_bf16.blas_threads, 1);
+  if (!kn::bf16_products_built()) {
+    const auto bf16 = model::make_ops(util::Kernels::kAuto, cpu, torch::kBFloat16, arch);
+    EXPECT_EQ(bf16.ops->name(), "reference");
+    EXPECT_NE(bf16.why.find("oneDNN"), std::string::npos) << bf16.why;
+    GTEST_SKIP() << "this build has no oneDNN: the fused set's bf16 products are refused";
   }
+  const auto bf16 = model::make_ops(util::Kernels::kFused, cpu, torch::kBFloat16, arch, 1, 2);
+  EXPECT_EQ(bf16.ops->name(), "fused");
+  EXPECT_EQ(bf16.ops->dtype(), torch::kBFloat16);
+  EXPECT_EQ(bf16.products, torch::kBFloat16);
+  ASSERT_NE(bf16.weights, nullptr);
+  EXPECT_TRUE(bf16.fused_optimizer);
+  EXPECT_NE(bf16.why.find("bf16 products (oneDNN)"), std::string::npos) << bf16.why;
 }
 
 TEST_F(Kernels, SplitProductsEqualOneProduct) {
@@ -306,7 +320,7 @@ TEST_F(Kernels, LinearGeluValueAndGradients) {
     auto w = torch::randn({out, 24}, torch::requires_grad());
     auto b = torch::randn({out}, torch::requires_grad());
     auto g = torch::randn({1, rows, out});
-    auto y = kn::linear_act(x, w, b, /*relu2=*/false);
+    auto y = kn::linear_act(x, w, b, model::MlpActivation::kGelu);
     (y * g).sum().backward();
     auto x2 = x.detach().clone().requires_grad_(), w2 = w.detach().clone().requires_grad_();
     auto b2 = b.detach().clone().requires_grad_();
@@ -320,7 +334,7 @@ TEST_F(Kernels, LinearGeluValueAndGradients) {
   // A frozen layer: no weight or bias gradient asked for, the input's still right.
   auto x = torch::randn({64, 24}, torch::requires_grad());
   auto w = torch::randn({56, 24}), b = torch::randn({56});
-  kn::linear_act(x, w, b, /*relu2=*/false).sum().backward();
+  kn::linear_act(x, w, b, model::MlpActivation::kGelu).sum().backward();
   auto x2 = x.detach().clone().requires_grad_();
   torch::gelu(torch::nn::functional::linear(x2, w, b)).sum().backward();
   expect_close(x.grad(), x2.grad(), 1e-5, "dx frozen");
@@ -330,13 +344,13 @@ TEST_F(Kernels, LinearGeluValueAndGradients) {
   // no derivative and gives the same bits.
   auto bias = torch::randn({56}, torch::requires_grad());
   auto xf = torch::randn({64, 24});
-  auto y = kn::linear_act(xf, w, bias, /*relu2=*/false);
+  auto y = kn::linear_act(xf, w, bias, model::MlpActivation::kGelu);
   y.sum().backward();
   auto bias2 = bias.detach().clone().requires_grad_();
   torch::gelu(torch::nn::functional::linear(xf, w, bias2)).sum().backward();
   expect_close(bias.grad(), bias2.grad(), 1e-5, "db alone");
   const torch::NoGradGuard no_grad;
-  EXPECT_TRUE(torch::equal(kn::linear_act(xf, w, bias, /*relu2=*/false), y)) << "forward without autograd";
+  EXPECT_TRUE(torch::equal(kn::linear_act(xf, w, bias, model::MlpActivation::kGelu), y)) << "forward without autograd";
 }
 
 // simd.h's relu^2 and its derivative: the bits of LibTorch's relu(x)^2 and 2 relu(x) at each width (a ragged
@@ -371,7 +385,7 @@ TEST_F(Kernels, LinearRelu2WithAndWithoutBias) {
     auto w = torch::randn({56, 24}, torch::requires_grad());
     auto b = with_bias ? torch::randn({56}, torch::requires_grad()) : torch::Tensor();
     auto g = torch::randn({517, 56});
-    auto y = kn::linear_act(x, w, b, /*relu2=*/true);
+    auto y = kn::linear_act(x, w, b, model::MlpActivation::kRelu2);
     (y * g).sum().backward();
     auto x2 = x.detach().clone().requires_grad_(), w2 = w.detach().clone().requires_grad_();
     auto b2 = with_bias ? b.detach().clone().requires_grad_() : torch::Tensor();
@@ -381,7 +395,7 @@ TEST_F(Kernels, LinearRelu2WithAndWithoutBias) {
     expect_close(x.grad(), x2.grad(), 1e-5, "relu2 dx");
     expect_close(w.grad(), w2.grad(), 1e-5, "relu2 dw");
     if (with_bias) expect_close(b.grad(), b2.grad(), 1e-5, "relu2 db");
-    auto gelu = kn::linear_act(x.detach(), w.detach(), with_bias ? b.detach() : torch::Tensor(), /*relu2=*/false);
+    auto gelu = kn::linear_act(x.detach(), w.detach(), with_bias ? b.detach() : torch::Tensor(), model::MlpActivation::kGelu);
     expect_close(gelu, torch::gelu(torch::nn::functional::linear(x2.detach(), w2.detach(), with_bias ? b2.detach() : torch::Tensor())),
                  1e-5, "gelu without bias");
   }

@@ -109,7 +109,7 @@ TEST(Model, OneBatchOverfits) {
   tc.lr = 1e-2;
   tc.weight_decay = 0.0;
   auto groups = train::split_decay_groups(*m);
-  auto opt = std::make_unique<train::RunOptimizer>(groups, tc, m->ops());
+  auto opt = std::make_unique<train::RunOptimizer>(groups, tc);
   auto x = torch::randint(0, 64, {4, 8}, torch::kInt64);
   auto y = torch::randint(0, 64, {4, 8}, torch::kInt64);
   double first = 0, last = 0;

@@ -65,10 +65,10 @@ std::vector<model::GptConfig> shared_architectures() {
 std::string name_of(const model::GptConfig& c) { return model::describe(c); }
 
 // 20 AdamW steps (clipped at 1; with `muon`, Muon for the blocks' matrices) of a model built from seed 5
-// with `ops`, on one batch drawn from seed 9.
-std::vector<double> twenty_losses(const model::GptConfig& arch, const model::OpsPtr& ops, bool muon = false) {
+// with `plan`'s operations, on one batch drawn from seed 9.
+std::vector<double> twenty_losses(const model::GptConfig& arch, const model::ExecutionPlan& plan, bool muon = false) {
   torch::manual_seed(5);
-  model::Gpt m(arch, ops);
+  model::Gpt m(arch, plan.ops);
   train::TrainConfig tc;
   tc.lr = 3e-3;
   if (muon) tc.optimizer = train::OptimizerKind::kMuon;
@@ -76,7 +76,7 @@ std::vector<double> twenty_losses(const model::GptConfig& arch, const model::Ops
   // whatever the set, and their rounding would magnify the sets' fp32 differences.
   tc.muon_precision = util::Precision::kFp32;
   const auto groups = train::split_decay_groups(*m, 1.0, {}, muon);
-  train::RunOptimizer opt(groups, tc, ops);
+  train::RunOptimizer opt(groups, tc, plan);
   torch::manual_seed(9);
   const auto x = torch::randint(arch.vocab_size, {6, arch.max_seq_len}), y = torch::randint(arch.vocab_size, {6, arch.max_seq_len});
   std::vector<double> losses;
@@ -104,17 +104,17 @@ TEST(Ops, FusedSetFollowsTheReferenceForEveryArchitecture) {
   const torch::Device cpu(torch::kCPU);
   for (const auto& arch : shared_architectures()) {
     const auto fused = model::make_ops(util::Kernels::kFused, cpu, torch::kFloat, arch);
-    ASSERT_TRUE(fused.ops->fused()) << name_of(arch);
+    ASSERT_EQ(fused.ops->name(), "fused") << name_of(arch);
     const auto ref = model::make_ops(util::Kernels::kReference, cpu, torch::kFloat, arch);
-    const auto a = twenty_losses(arch, ref.ops), b = twenty_losses(arch, fused.ops);
+    const auto a = twenty_losses(arch, ref), b = twenty_losses(arch, fused);
     for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-4) << name_of(arch) << ", step " << i + 1;
     EXPECT_LT(a.back(), a.front() - 0.05) << name_of(arch) << ": the loss never moved";
   }
   // Every option together, with Muon (configs/kjv-modern.yaml's optimizer): its Newton-Schulz products on
   // either set's threads.
   const model::GptConfig arch = shared_architectures().back();
-  const auto a = twenty_losses(arch, model::make_ops(util::Kernels::kReference, cpu, torch::kFloat, arch).ops, true);
-  const auto b = twenty_losses(arch, model::make_ops(util::Kernels::kFused, cpu, torch::kFloat, arch).ops, true);
+  const auto a = twenty_losses(arch, model::make_ops(util::Kernels::kReference, cpu, torch::kFloat, arch), true);
+  const auto b = twenty_losses(arch, model::make_ops(util::Kernels::kFused, cpu, torch::kFloat, arch), true);
   for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-4) << "with Muon, step " << i + 1;
   EXPECT_LT(a.back(), a.front() - 0.05) << "with Muon: the loss never moved";
 }
@@ -127,7 +127,7 @@ TEST(Ops, TheSoftCappedLossIsTheCrossEntropyOfTheCappedLogits) {
   arch.logit_softcap = 15.0;
   for (auto kernels : {util::Kernels::kReference, util::Kernels::kFused}) {
     const auto chosen = model::make_ops(kernels, cpu, torch::kFloat, arch);
-    EXPECT_EQ(chosen.ops->fused(), kernels == util::Kernels::kFused) << chosen.why;
+    EXPECT_EQ(chosen.ops->name() == "fused", kernels == util::Kernels::kFused) << chosen.why;
     torch::manual_seed(6);
     const auto h = (torch::randn({300, 5}) * 10).requires_grad_(), w = (torch::randn({7, 5}) * 10).requires_grad_();
     const auto y = torch::randint(7, {300});

@@ -122,7 +122,7 @@ TEST(Split, AFinetuneOfAOneFileRunNeedsNoValidationFiles) {
   const fs::path cfg = dir / "ft.yaml";
   {
     std::ofstream out(cfg);
-    out << "run: {dir: " << (dir / "ft").string() << ", seed: 4, threads: 1, blas_threads: 1}\n"
+    out << "run: {dir: " << (dir / "ft").string() << ", seed: 4, threads: 1, blas_threads: 1, precision: fp32}\n"
         << "data: {train: " << data_file("tiny_en.txt").string() << ", val_fraction: 0.2}\n"
         << "train: {batch_size: 4, max_steps: 3, warmup_steps: 1, eval_every: 0}\n";
   }

@@ -89,7 +89,9 @@ struct RunSpec {
 inline fs::path write_run_config(const ScratchDir& dir, const RunSpec& spec) {
   const fs::path cfg = dir / (spec.run + ".yaml");
   std::ofstream out(cfg);
-  out << "run: {dir: " << (dir / spec.run).string() << ", seed: " << spec.seed << ", threads: 1, blas_threads: 1}\n"
+  // fp32: the pinned losses are fp32's (run.precision auto may pick bf16 on a CPU where it is faster).
+  out << "run: {dir: " << (dir / spec.run).string() << ", seed: " << spec.seed
+      << ", threads: 1, blas_threads: 1, precision: fp32}\n"
       << "data: {train: " << data_file(spec.train_text).string()
       << (spec.val_text.empty() ? std::string() : ", val: " + data_file(spec.val_text).string()) << "}\n";
   if (!spec.tokenizer.empty()) out << "tokenizer: {" << spec.tokenizer << "}\n";

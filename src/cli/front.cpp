@@ -9,6 +9,7 @@
 #include <string>
 
 #include "cli/app_base.h"
+#include "util/blas_kernels.h"
 #include "util/errors.h"
 #include "util/memory.h"
 
@@ -46,6 +47,7 @@ int run_front(int argc, char** argv) {
   const auto installed = self.parent_path().parent_path() / "lib" / "lmtrain" / kFullExecutable;
   if (!std::filesystem::exists(full_path, ec) && std::filesystem::exists(installed, ec)) full_path = installed;
   const std::string full = full_path.string();
+  util::choose_blas_kernels_before_loading();  // OPENBLAS_CORETYPE for the full executable (util/blas_kernels.h)
   execv(full.c_str(), argv);  // returns only on failure
   std::cerr << "error: [internal] cannot start " + full + ": " + std::strerror(errno) +
                    ". Hint: it is built beside lmtrain (cmake --build build --target lmtrain) and installed in PREFIX/lib/lmtrain.\n";

@@ -1,7 +1,6 @@
 #include "model/attention.h"
 
 #include <algorithm>
-#include <cstring>
 #include <tuple>
 
 namespace lm::model {
@@ -35,24 +34,6 @@ void KvLayer::append(const torch::Tensor& k, const torch::Tensor& v) {
   len_ += T;
 }
 
-void KvLayer::append_one(const float* k, const float* v) {
-  reserve(len_ + 1, k_buf_);
-  const int64_t H = k_buf_.size(1), cap = k_buf_.size(2), D = k_buf_.size(3);
-  float* kb = k_buf_.data_ptr<float>();
-  float* vb = v_buf_.data_ptr<float>();
-  for (int64_t h = 0; h < H; ++h) {
-    std::memcpy(kb + (h * cap + len_) * D, k + h * D, static_cast<size_t>(D) * sizeof(float));
-    std::memcpy(vb + (h * cap + len_) * D, v + h * D, static_cast<size_t>(D) * sizeof(float));
-  }
-  ++len_;
-}
-
-const float* KvLayer::key_rows(int64_t h) const { return k_buf_.data_ptr<float>() + h * k_buf_.size(2) * k_buf_.size(3); }
-
-const float* KvLayer::value_rows(int64_t h) const {
-  return v_buf_.data_ptr<float>() + h * v_buf_.size(2) * v_buf_.size(3);
-}
-
 KvLayer KvLayer::clone() const {
   KvLayer out;
   out.k_buf_ = k_buf_.defined() ? k_buf_.clone() : k_buf_;
@@ -67,6 +48,11 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, KvLayer* 
     torch::Tensor cos, sin;  // (T,D/2) of positions S..S+T-1, S = the cached positions
     if (rope_) std::tie(cos, sin) = rope_->tables(x.size(1), cache ? cache->length() : 0);
     qkv_x = ops_->prepare_qk(qkv_x, H_, qk_norm_, cos, sin);         // (B,T,3C)
+  }
+  if (cache) {  // this window's keys and values join the cache; the attention then reads them there
+    const int64_t B = x.size(0), T = x.size(1), C = x.size(2), D = C / H_;
+    auto parts = qkv_x.split(C, /*dim=*/2);                          // 3 x (B,T,C)
+    cache->append(parts[1].view({B, T, H_, D}).transpose(1, 2), parts[2].view({B, T, H_, D}).transpose(1, 2));
   }
   auto y = ops_->attention(qkv_x, H_, cache);                        // (B,T,C)
   return ops_->linear(y, proj->weight, proj->bias);                  // (B,T,C)

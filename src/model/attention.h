@@ -16,14 +16,8 @@ class KvLayer {
   int64_t length() const { return len_; }
   /// Appends k, v (B,H,T,D).
   void append(const torch::Tensor& k, const torch::Tensor& v);
-  /// Appends one position of a single sequence (B=1) from raw floats: `k` and `v` hold H*D values, head
-  /// by head. REQUIRES: length() > 0 (the prompt was appended first, so the buffers exist).
-  void append_one(const float* k, const float* v);
   torch::Tensor keys() const { return k_buf_.narrow(2, 0, len_); }    // (B,H,len,D)
   torch::Tensor values() const { return v_buf_.narrow(2, 0, len_); }  // (B,H,len,D)
-  /// Single sequence (B=1): the cached keys (values) of head h, length() rows of D floats, row s at s*D.
-  const float* key_rows(int64_t h) const;
-  const float* value_rows(int64_t h) const;
   /// Independent copy.
   KvLayer clone() const;
 
@@ -41,8 +35,8 @@ class CausalSelfAttentionImpl : public torch::nn::Module {
   /// products, the q/k preparation and the attention (model/ops.h).
   CausalSelfAttentionImpl(const GptConfig& cfg, OpsPtr ops, std::shared_ptr<RotaryImpl> rope);
   /// x: (B,T,C) -> (B,T,C); position t attends to positions <= t only. With a cache holding S earlier
-  /// positions, x holds positions S..S+T-1: they attend to the cached keys too, and their keys (rotated,
-  /// for rope) and values are appended to the cache.
+  /// positions, x holds positions S..S+T-1: their keys (rotated, for rope) and values are appended to the
+  /// cache here, and then they attend to every cached key (the operations only read the cache).
   torch::Tensor forward(const torch::Tensor& x, KvLayer* cache = nullptr);
 
   torch::nn::Linear qkv{nullptr};   // C -> 3C  (checkpoint: attn.qkv.weight / .bias)

@@ -63,16 +63,15 @@ torch::Tensor Ops::prepare_qk(const torch::Tensor& qkv, int64_t heads, bool qk_n
   return torch::stack({prepare(parts[0]), prepare(parts[1]), parts[2]}, 2).view({B, T, 3 * C});  // (B,T,3C)
 }
 
-torch::Tensor ReferenceOps::attention(const torch::Tensor& qkv, int64_t heads, KvLayer* cache) const {
+torch::Tensor ReferenceOps::attention(const torch::Tensor& qkv, int64_t heads, const KvLayer* cache) const {
   const int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3, H = heads, D = C / H;
   auto parts = qkv.split(C, /*dim=*/2);                              // 3 x (B,T,C)
   auto q = parts[0].view({B, T, H, D}).transpose(1, 2);              // (B,H,T,D)
   auto k = parts[1].view({B, T, H, D}).transpose(1, 2);              // (B,H,T,D)
   auto v = parts[2].view({B, T, H, D}).transpose(1, 2);              // (B,H,T,D)
-  [[maybe_unused]] const int64_t S = cache ? cache->length() : 0;    // positions already cached
+  [[maybe_unused]] const int64_t S = cache ? cache->length() - T : 0;  // positions cached before these
   if (cache) {
-    cache->append(k, v);
-    k = cache->keys();    // (B,H,S+T,D)
+    k = cache->keys();    // (B,H,S+T,D): these positions' keys appended by the layer
     v = cache->values();  // (B,H,S+T,D)
   }
   torch::Tensor y;

@@ -21,9 +21,6 @@ class Ops {
   virtual ~Ops() = default;
   /// "reference" or "fused": the log's name for the set.
   virtual std::string name() const = 0;
-  /// True for the fused CPU set: the trainer then gives LibTorch's threads the cores, OpenBLAS one thread a
-  /// call, and steps AdamW in one fused pass (train/fused_adamw.h).
-  virtual bool fused() const { return false; }
   /// The dtype of every matrix product (kFloat, or kBFloat16: bf16 products on fp32 weights, the results
   /// back in fp32, so LayerNorm, softmax and the loss stay fp32). Not part of the architecture: not saved.
   virtual c10::ScalarType dtype() const = 0;
@@ -38,9 +35,10 @@ class Ops {
   virtual torch::Tensor prepare_qk(const torch::Tensor& qkv, int64_t heads, bool qk_norm, const torch::Tensor& cos,
                                    const torch::Tensor& sin) const;
   /// Causal self-attention of a fused projection qkv (B,T,3C) holding q | k | v, `heads` heads -> (B,T,C):
-  /// position t attends to positions <= t. With a cache holding S earlier positions, qkv holds positions
-  /// S..S+T-1: they attend to the cached keys too, and their keys and values are appended to the cache.
-  virtual torch::Tensor attention(const torch::Tensor& qkv, int64_t heads, KvLayer* cache) const = 0;
+  /// position t attends to positions <= t. With a cache, qkv holds its last T positions S..S+T-1, whose
+  /// keys and values the layer has already appended: they attend to every key of the cache, which is only
+  /// read (the operations change nothing outside their result).
+  virtual torch::Tensor attention(const torch::Tensor& qkv, int64_t heads, const KvLayer* cache) const = 0;
   /// The rows of `table` (V,C) at `ids` (any shape) -> (..., C).
   virtual torch::Tensor embedding(const torch::Tensor& table, const torch::Tensor& ids) const = 0;
   /// Mean next-token cross-entropy in nats of the logits hidden (B,T,C) or (N,C) @ w^T (V,C), soft-capped
@@ -66,7 +64,7 @@ class ReferenceOps : public Ops {
   torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) const override;
   torch::Tensor linear_act(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
                            MlpActivation act) const override;
-  torch::Tensor attention(const torch::Tensor& qkv, int64_t heads, KvLayer* cache) const override;
+  torch::Tensor attention(const torch::Tensor& qkv, int64_t heads, const KvLayer* cache) const override;
   torch::Tensor embedding(const torch::Tensor& table, const torch::Tensor& ids) const override;
   torch::Tensor next_token_loss(const torch::Tensor& hidden, const torch::Tensor& w, const torch::Tensor& targets,
                                 double softcap) const override;

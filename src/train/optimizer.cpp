@@ -42,8 +42,9 @@ DecayGroups split_decay_groups(const model::GptImpl& m, double embedding_lr_scal
   return g;
 }
 
-RunOptimizer::RunOptimizer(const DecayGroups& groups, const TrainConfig& cfg, model::OpsPtr ops)
-    : fused_step_(ops->fused()) {
+RunOptimizer::RunOptimizer(const DecayGroups& groups, const TrainConfig& cfg, const model::ExecutionPlan& plan)
+    : fused_step_(plan.fused_optimizer), copies_(plan.weights) {
+  model::OpsPtr ops = plan.ops ? plan.ops : model::reference_ops();
   auto opts = [&](double wd) {
     return torch::optim::AdamWOptions(cfg.lr).betas({cfg.beta1, cfg.beta2}).eps(cfg.eps).weight_decay(wd);
   };
@@ -104,6 +105,7 @@ void RunOptimizer::step(const GradClip& clip) {
     adamw_->step();
   }
   if (muon_) muon_->step(scaled ? clip.factor_value : 1.0f);  // the factor applied as each gradient is read
+  if (copies_) copies_->weights_changed();
 }
 
 void RunOptimizer::zero_grad() {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "model/gpt.h"
+#include "model/make_ops.h"
 #include "train/muon.h"
 #include "train/train_config.h"
 
@@ -51,9 +52,10 @@ GradClip grad_clip(const std::vector<torch::Tensor>& params, double max_norm);
 /// not empty, Muon over it. One step() steps both; set_lr sets both from the one schedule.
 class RunOptimizer {
  public:
-  /// `ops`: the model's operations. With the fused set AdamW steps in one fused pass (train/fused_adamw.h)
-  /// and Muon's products are split over the threads.
-  RunOptimizer(const DecayGroups& groups, const TrainConfig& cfg, model::OpsPtr ops);
+  /// `plan`: the run's (model/make_ops.h). With its fused optimizer AdamW steps in one fused pass
+  /// (train/fused_adamw.h); Muon's products run on its ops; after every step its weight copies (if any) are
+  /// told that the weights changed. Default: the reference set in fp32.
+  explicit RunOptimizer(const DecayGroups& groups, const TrainConfig& cfg, const model::ExecutionPlan& plan = {});
 
   /// `lr` is train.lr's schedule at this step: AdamW groups get lr (the embedding group lr * scale), Muon
   /// gets lr * muon_lr / train.lr.
@@ -78,7 +80,8 @@ class RunOptimizer {
   std::vector<double> group_lr_scale_;  ///< per AdamW group
   std::unique_ptr<Muon> muon_;
   double muon_lr_ratio_ = 1.0;
-  bool fused_step_ = false;  ///< AdamW's fused pass (the model's operations are the fused set)
+  bool fused_step_ = false;  ///< AdamW's fused pass (the plan's fused optimizer)
+  std::shared_ptr<model::WeightCopies> copies_;  ///< the plan's bf16 weight copies, or null
 };
 
 }  // namespace lm::train

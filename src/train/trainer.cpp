@@ -45,14 +45,14 @@ enum class SaveFailure { kContinue, kFatal };  ///< a failed step save: logged a
 /// One run: the set-up is the constructor, the loop is run(), top to bottom.
 class Trainer {
  public:
-  Trainer(const TrainJob& job, RunData data, const torch::Device& device, const model::OpsPtr& ops)
+  Trainer(const TrainJob& job, RunData data, const torch::Device& device, const model::ExecutionPlan& plan)
       : job_(job),
         data_(std::move(data)),
-        model_(build_model(job, data_, device, ops)),
+        model_(build_model(job, data_, device, plan.ops)),
         freezer_(*model_, job.freeze, job.unfreeze, job.unfreeze_after),
         groups_(split_decay_groups(*model_, job.embedding_lr_scale, freezer_.unfrozen_later(),
                                    job.train.optimizer == OptimizerKind::kMuon)),
-        opt_(build_optimizer(job, groups_, freezer_, model_->ops())),
+        opt_(build_optimizer(job, groups_, freezer_, plan)),
         state_(restore(job, data_, *model_, *opt_)),
         dp_(job.group, *model_),  // after the resume load: rank 0's weights are broadcast
         first_step_(state_.step),
@@ -311,20 +311,16 @@ TrainResult run_training(const TrainJob& job) {
   if (device.is_cuda() && job.group && job.run.device.index < 0) {
     device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(job.group->env().local_rank));  // one GPU a rank
   }
-  const c10::ScalarType dtype = util::compute_dtype(job.run.precision, device);
+  const util::PrecisionChoice precision = util::choose_precision(job.run.precision, device);
+  const c10::ScalarType dtype = precision.dtype;
   const int cores = util::resolve_blas_threads(job.run.blas_threads, job.group ? job.group->size() : 1);
-  // The model's operations, chosen once (model/make_ops.h); the threads follow them.
-  const model::OpsChoice ops = model::make_ops(job.run.kernels, device, dtype, job.model);
-  if (ops.ops->fused()) {
-    // One pool: LibTorch's threads run the split products (each block single-threaded OpenBLAS) and the rest.
-    util::set_compute_threads(std::max(job.run.threads, cores), 1);
-  } else {
-    util::set_compute_threads(job.run.threads, cores);
-  }
+  // How the run computes, chosen once (model/make_ops.h) and applied as given.
+  const model::ExecutionPlan plan = model::make_ops(job.run.kernels, device, dtype, job.model, job.run.threads, cores);
+  util::set_compute_threads(plan.torch_threads, plan.blas_threads);
   if (job.run.deterministic) util::use_deterministic_algorithms();
-  spdlog::info("device {}, precision {}{}", util::describe_device(device), util::precision_name(dtype),
-               job.run.deterministic ? ", deterministic algorithms" : "");
-  spdlog::info("{}", ops.why);
+  spdlog::info("device {}, precision {} ({}){}", util::describe_device(device), util::precision_name(dtype),
+               precision.why, job.run.deterministic ? ", deterministic algorithms" : "");
+  spdlog::info("{}", plan.why);
   util::install_stop_handlers();
   // Rank 0 checks the start, makes the tokenizer and token files and writes config.yaml; the other ranks
   // wait for it (as long as it takes) and then open the same files.
@@ -343,7 +339,7 @@ TrainResult run_training(const TrainJob& job) {
     return std::string();
   };
   job.group ? job.group->on_root("prepare", prepare) : prepare();
-  Trainer trainer(job, RunData(job.run_dir()), device, ops.ops);
+  Trainer trainer(job, RunData(job.run_dir()), device, plan);
   return trainer.run();
 }
 

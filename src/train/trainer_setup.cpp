@@ -65,7 +65,7 @@ model::Gpt build_model(const TrainJob& job, const RunData& data, const torch::De
 }
 
 std::unique_ptr<RunOptimizer> build_optimizer(const TrainJob& job, const DecayGroups& groups, const Freezer& freezer,
-                                              model::OpsPtr ops) {
+                                              const model::ExecutionPlan& plan) {
   if (!freezer.unfrozen_later().empty()) {
     spdlog::info("unfreeze_embeddings_after {}: {} frozen for steps 1-{}, then trained at {} x lr with fresh AdamW state",
                  job.unfreeze_after, util::join(freezer.unfrozen_later(), ", "), job.unfreeze_after,
@@ -75,7 +75,7 @@ std::unique_ptr<RunOptimizer> build_optimizer(const TrainJob& job, const DecayGr
     spdlog::info("embedding lr scale {}: {} at {} x lr", job.embedding_lr_scale,
                  util::join(groups.embedding_names, ", "), job.embedding_lr_scale);
   }
-  return std::make_unique<RunOptimizer>(groups, job.train, std::move(ops));
+  return std::make_unique<RunOptimizer>(groups, job.train, plan);
 }
 
 checkpoint::TrainerState restore(const TrainJob& job, const RunData& data, model::GptImpl& model, RunOptimizer& opt) {

@@ -21,9 +21,9 @@ namespace lm::train {
 model::Gpt build_model(const TrainJob& job, const RunData& data, const torch::Device& device, model::OpsPtr ops);
 
 /// AdamW (and Muon) over the decay groups, logging the fine-tune's unfreeze plan and embedding lr scale;
-/// `ops` are the model's (the fused set steps AdamW in one pass).
+/// `plan` is the run's (model/make_ops.h).
 std::unique_ptr<RunOptimizer> build_optimizer(const TrainJob& job, const DecayGroups& groups, const Freezer& freezer,
-                                              model::OpsPtr ops);
+                                              const model::ExecutionPlan& plan);
 
 /// The trainer state to start from: a resumed run's (weights, optimizer state and RNG restored too), or a
 /// fresh one. Either way it records the identity of this run's data.

@@ -6,6 +6,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 
@@ -13,6 +15,7 @@
 #include <ATen/cuda/CUDAContext.h>
 #endif
 
+#include "util/blas_kernels.h"
 #include "util/errors.h"
 #include "util/threads.h"
 
@@ -67,6 +70,52 @@ c10::ScalarType compute_dtype(Precision p, const c10::Device& device) {
   return c10::kBFloat16;
 }
 
+namespace {
+
+// Seconds of the fastest of 3 products (after one to warm up) of a (M,K) @ (K,N) in `dtype`, alternated by
+// the caller.
+double product_seconds(const torch::Tensor& a, const torch::Tensor& b) {
+  (void)torch::mm(a, b);
+  double best = 1e30;
+  for (int i = 0; i < 3; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    (void)torch::mm(a, b);
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return best;
+}
+
+// The CPU's bf16 instructions, for the log.
+std::string bf16_isa() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (__builtin_cpu_supports("amx-bf16")) return "AMX-BF16";
+  if (__builtin_cpu_supports("avx512bf16")) return "AVX512-BF16";
+#endif
+  return "none";
+}
+
+}  // namespace
+
+PrecisionChoice choose_precision(Precision p, const c10::Device& device) {
+  const c10::ScalarType dtype = compute_dtype(p, device);
+  if (p != Precision::kAuto) return {dtype, "run.precision " + to_string(p)};
+  if (device.is_cuda()) return {dtype, "auto: " + std::string(dtype == c10::kBFloat16 ? "a GPU of compute capability >= 8.0" : "an older GPU")};
+  if (!native_bf16_products(device)) return {c10::kFloat, "auto: this CPU has no bf16 matrix instructions"};
+  const torch::NoGradGuard no_grad;
+  const auto a = torch::randn({2048, 256}), b = torch::randn({256, 1024});
+  const auto ab = a.to(c10::kBFloat16), bb = b.to(c10::kBFloat16);
+  double fp32 = 1e30, bf16 = 1e30;
+  for (int round = 0; round < 2; ++round) {
+    fp32 = std::min(fp32, product_seconds(a, b));
+    bf16 = std::min(bf16, product_seconds(ab, bb));
+  }
+  const double ratio = fp32 / bf16;
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "auto: this CPU's bf16 products (%s) ran %.2fx fp32's here (2048x256x1024, %s %.2fx)",
+                bf16_isa().c_str(), ratio, ratio >= kBf16Margin ? "bf16 from" : "fp32 below", kBf16Margin);
+  return {ratio >= kBf16Margin ? c10::kBFloat16 : c10::kFloat, buf};
+}
+
 bool native_bf16_products(const c10::Device& device) {
   if (device.is_cuda()) return compute_capability(device) >= 80;
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -86,13 +135,12 @@ std::string precision_name(c10::ScalarType dtype) { return dtype == c10::kBFloat
 std::string describe_device(const c10::Device& device) {
   if (!device.is_cuda()) {
     const int n = torch::get_num_threads(), blas = blas_threads();
-    const std::string core = blas_core();
+    const std::string kernels = describe_blas_kernels();
     const double ram = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGE_SIZE));
-    char buf[192];
-    std::snprintf(buf, sizeof buf, "cpu (%d thread%s, %d BLAS thread%s%s%s%s, %.1f GiB memory)", n, n == 1 ? "" : "s",
-                  blas, blas == 1 ? "" : "s", core.empty() ? "" : ", OpenBLAS ", core.c_str(),
-                  core.empty() ? "" : " kernels", ram / (1024.0 * 1024.0 * 1024.0));
-    return buf;
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "cpu (%d thread%s, %d BLAS thread%s, %.1f GiB memory)", n, n == 1 ? "" : "s", blas,
+                  blas == 1 ? "" : "s", ram / (1024.0 * 1024.0 * 1024.0));
+    return kernels.empty() ? std::string(buf) : std::string(buf) + ", OpenBLAS kernels " + kernels;
   }
 #ifdef LMTRAIN_WITH_CUDA
   const cudaDeviceProp* p = at::cuda::getDeviceProperties(device.index());

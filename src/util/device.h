@@ -17,9 +17,25 @@ namespace lm::util {
 /// Throws ConfigError when CUDA is asked for but this LibTorch has no CUDA or sees no such GPU.
 c10::Device resolve_device(const DeviceSpec& spec);
 
-/// The dtype of matrix products for `p` on `device` (auto resolved). Throws ConfigError for bf16 on a
-/// CUDA GPU older than compute capability 8.0.
+/// The dtype of matrix products for `p` on `device` (auto resolved: bf16 on a CUDA GPU of compute capability
+/// >= 8.0, fp32 on a CPU). Throws ConfigError for bf16 on a CUDA GPU older than compute capability 8.0.
 c10::ScalarType compute_dtype(Precision p, const c10::Device& device);
+
+/// A training run's product dtype and why, for the log.
+struct PrecisionChoice {
+  c10::ScalarType dtype;
+  std::string why;
+};
+
+/// A bf16 product must run at least this many times as fast as the fp32 one for auto to pick bf16 on a CPU.
+constexpr double kBf16Margin = 1.3;
+
+/// compute_dtype, except that auto on a CPU that multiplies bf16 in hardware (native_bf16_products) measures
+/// it: a product of a training shape (2048 x 256 @ 256 x 1024) in fp32 and in bf16 on this process's threads,
+/// alternated, best of 3 each (about 0.1 s); bf16 when it runs at least kBf16Margin times as fast. The CPUs
+/// differ here: AMX tiles multiply bf16 several times as fast as fp32 kernels; AVX512-BF16 alone ran 2.3x fp32
+/// on one machine and 0.3-0.5x on another. Set run.precision to pin it (resume is bitwise in one precision).
+PrecisionChoice choose_precision(Precision p, const c10::Device& device);
 
 /// True when `device` multiplies bf16 matrices in hardware: a CUDA GPU of compute capability >= 8.0, or a
 /// CPU with AVX512-BF16 or AMX-BF16 instructions and a LibTorch built with oneDNN (which uses them).

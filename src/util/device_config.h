@@ -8,7 +8,9 @@
 namespace lm::util {
 
 /// Precision of matrix products. bf16 = bf16 products with fp32 master weights, an fp32 optimizer, and
-/// LayerNorm, softmax and the loss in fp32. auto = bf16 on CUDA with compute capability >= 8.0, else fp32.
+/// LayerNorm, softmax and the loss in fp32. auto = bf16 on CUDA with compute capability >= 8.0, and on a CPU
+/// with bf16 matrix instructions where a bf16 product is measured faster at start-up (util/device.h
+/// choose_precision), else fp32.
 enum class Precision { kAuto, kFp32, kBf16 };
 
 /// "auto" | "fp32" | "bf16"; throws ConfigError otherwise.

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "model/fused/balance.h"
+#include "model/fused/bf16_products.h"
 #include "model/fused/kernels.h"
 #include "model/fused/simd.h"
 
@@ -67,54 +68,84 @@ void softmax_rows(at::Tensor lg, const at::Tensor& hb, const at::Tensor& w, cons
   }
 }
 
+// The rows of a block of logits `block` (from rows `hb` of the hidden states, targets `y`) after their
+// product: soft-capped a few rows at a time when softcap > 0 (`cap_rows`, while they sit in the core's cache),
+// softmaxed, minus one at each target when `grad`, times the cap's slope 1 - tanh^2 when both; each row's loss
+// to `loss`.
+void finish_rows(at::Tensor block, const at::Tensor& hb, const at::Tensor& w, const at::Tensor& y, bool grad,
+                 double softcap, int64_t cap_rows, double* loss) {
+  const int64_t n = block.size(0), V = block.size(1);
+  const bool slopes = softcap > 0.0 && grad;
+  const int64_t step = softcap > 0.0 ? std::min(cap_rows, n) : n;
+  at::Tensor slope = slopes ? at::empty({step, V}, block.options()) : at::Tensor();  // d capped / d z = 1 - tanh^2
+  for (int64_t r0 = 0; r0 < n; r0 += step) {
+    const int64_t nr = std::min(step, n - r0);
+    at::Tensor part = block.narrow(0, r0, nr), s = slopes ? slope.narrow(0, 0, nr) : at::Tensor();
+    if (softcap > 0.0) {
+      part.div_(softcap).tanh_();
+      if (slopes) at::mul_out(s, part, part).neg_().add_(1.0);  // 1 + (-t^2): the same bits as 1 - t^2
+      part.mul_(softcap);
+    }
+    softmax_rows(part, hb.narrow(0, r0, nr), w, y.narrow(0, r0, nr), grad, softcap, loss + r0);
+    if (slopes) part.mul_(s);
+  }
+}
+
 struct HeadLossFn : public torch::autograd::Function<HeadLossFn> {
   // h (N,C) contiguous, w (V,C), y (N) int64 contiguous -> mean loss (); the gradients of h and w (when
   // wanted: autograd's grad mode is off in here, so the caller says) are computed here and kept. softcap > 0:
-  // the logits z become c tanh(z / c), and the gradient of z is the capped one's times 1 - tanh^2.
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& h, const at::Tensor& w,
-                               const at::Tensor& y, bool want_h, bool want_w, double softcap) {
+  // the logits z become c tanh(z / c), and the gradient of z is the capped one's times 1 - tanh^2. wb: w's
+  // bf16 copy (empty: fp32 products), read by the three products, h and the logits' gradients cast to bf16
+  // for them, everything between them fp32.
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& h, const at::Tensor& w, const at::Tensor& y,
+                            const at::Tensor& wb, bool want_h, bool want_w, double softcap) {
     const int64_t N = h.size(0), V = w.size(0);
     const int64_t threads = std::max(1, at::get_num_threads());
     const int64_t per_thread = std::clamp<int64_t>(kBlockBytes / (V * static_cast<int64_t>(sizeof(float))), 8, kRowsPerThread);
     const int64_t rows = std::min(N, per_thread * threads);
     at::Tensor buf = at::empty({rows, V}, h.options());
-    // The soft-cap's slope 1 - tanh^2 of each logit is wanted with a gradient.
-    const bool slopes = softcap > 0.0 && (want_h || want_w);
+    const bool grad = want_h || want_w, bf16 = wb.numel() > 0;
     // Soft-capped rows go through the cap, the softmax and the slope a few rows at a time, while they sit in
     // the core's cache (about 256 KiB of logits, and as much of slopes).
     const int64_t cap_rows = std::max<int64_t>(1, (int64_t{256} << 10) / (V * static_cast<int64_t>(sizeof(float))));
     at::Tensor dh = want_h ? at::empty_like(h) : at::Tensor();
     at::Tensor dw = want_w ? at::empty_like(w) : at::Tensor();
     const at::Tensor wt = w.t();
+    const at::Tensor hbf = bf16 ? h.to(at::kBFloat16) : at::Tensor();
     const double inv_n = 1.0 / static_cast<double>(N);  // the gradients are of the mean: 1/N as BLAS alpha
     // Row losses, summed in row order after each block of rows (the same sum whatever the threads' shares).
     std::vector<double> losses(static_cast<size_t>(rows));
     double total = 0.0;
     for (int64_t c0 = 0; c0 < N; c0 += rows) {
       const int64_t n = std::min(rows, N - c0);
-      const at::Tensor hc = h.narrow(0, c0, n);
+      const at::Tensor hc = h.narrow(0, c0, n), yc = y.narrow(0, c0, n);
       at::Tensor lg = buf.narrow(0, 0, n);
+      if (bf16) {
+        // The block's logits on oneDNN's threads, its rows finished in parallel, its two gradient products.
+        mm_bf16(lg, hbf.narrow(0, c0, n), wb.t());
+        at::parallel_for(0, n, 8, [&](int64_t lo, int64_t hi) {
+          const c10::AutoGradMode no_autograd(false);
+          finish_rows(lg.narrow(0, lo, hi - lo), hc.narrow(0, lo, hi - lo), w, yc.narrow(0, lo, hi - lo), grad,
+                      softcap, cap_rows, losses.data() + lo);
+        });
+        total = std::accumulate(losses.begin(), losses.begin() + n, total);
+        if (!grad) continue;
+        const at::Tensor lgb = lg.to(at::kBFloat16);
+        if (want_h) {
+          at::Tensor dh_block = dh.narrow(0, c0, n);
+          mm_bf16(dh_block, lgb, wb, false, inv_n);  // (n,V) @ (V,C)
+        }
+        if (want_w) mm_bf16(dw, lgb.t(), hbf.narrow(0, c0, n), /*accumulate=*/c0 > 0, inv_n);  // (V,n) @ (n,C)
+        continue;
+      }
       // The block's rows cut by the threads' speeds (balance.h: the logits' and dh's bits do not depend on the cut).
       const balance::Plan plan = balance::plan(balance::Region::kHead, threads);
       const std::vector<balance::Span> spans{{n, static_cast<double>(h.size(1)) * static_cast<double>(V)}};
       balance::run_pieces(balance::Region::kHead, spans, balance::cut(spans, plan.shares, plan.unit), [&](const balance::Piece& k) {
         at::Tensor block = lg.narrow(0, k.lo, k.n);
         at::mm_out(block, hc.narrow(0, k.lo, k.n), wt);
-        // Soft-capped: a few rows at a time; otherwise the whole piece at once.
-        const int64_t step = softcap > 0.0 ? std::min(cap_rows, k.n) : k.n;
-        at::Tensor slope = slopes ? at::empty({step, V}, h.options()) : at::Tensor();  // d capped / d z = 1 - tanh^2
-        for (int64_t r0 = 0; r0 < k.n; r0 += step) {
-          const int64_t nr = std::min(step, k.n - r0);
-          at::Tensor part = block.narrow(0, r0, nr), s = slopes ? slope.narrow(0, 0, nr) : at::Tensor();
-          if (softcap > 0.0) {
-            part.div_(softcap).tanh_();
-            if (slopes) at::mul_out(s, part, part).neg_().add_(1.0);  // 1 + (-t^2): the same bits as 1 - t^2
-            part.mul_(softcap);
-          }
-          softmax_rows(part, hc.narrow(0, k.lo + r0, nr), w, y.narrow(0, c0 + k.lo + r0, nr), want_h || want_w, softcap,
-                       losses.data() + k.lo + r0);
-          if (slopes) part.mul_(s);
-        }
+        finish_rows(block, hc.narrow(0, k.lo, k.n), w, yc.narrow(0, k.lo, k.n), grad, softcap, cap_rows,
+                    losses.data() + k.lo);
         if (want_h) {
           at::Tensor dh_block = dh.narrow(0, c0 + k.lo, k.n);
           at::addmm_out(dh_block, dh_block, block, w, /*beta=*/0, /*alpha=*/inv_n);
@@ -134,7 +165,7 @@ struct HeadLossFn : public torch::autograd::Function<HeadLossFn> {
     const at::Tensor& g = grads[0];
     const bool one = g.numel() == 1 && g.is_cpu() && g.item<double>() == 1.0;
     auto scaled = [&](const at::Tensor& t) { return t.defined() && !one ? t * g : t; };
-    return {scaled(saved[0]), scaled(saved[1]), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+    return {scaled(saved[0]), scaled(saved[1]), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -167,7 +198,7 @@ at::Tensor embedding(const at::Tensor& table, const at::Tensor& ids) {
 }
 
 at::Tensor next_token_loss(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& targets,
-                           double softcap) {
+                           double softcap, const at::Tensor& weight_bf16) {
   const at::Tensor h = hidden.reshape({-1, hidden.size(-1)}).contiguous();
   const at::Tensor y = targets.reshape({-1}).to(at::kLong).contiguous();
   // The softmax rows are indexed by target without a bounds check: say so here instead (token files are
@@ -178,7 +209,8 @@ at::Tensor next_token_loss(const at::Tensor& hidden, const at::Tensor& weight, c
                 "next_token_loss: a target outside the vocabulary of ", weight.size(0));
   }
   const bool grad = c10::GradMode::is_enabled();
-  return HeadLossFn::apply(h, weight, y, grad && h.requires_grad(), grad && weight.requires_grad(), softcap);
+  const at::Tensor wb = weight_bf16.defined() ? weight_bf16 : at::empty({0}, weight.options());  // autograd: no undefined input
+  return HeadLossFn::apply(h, weight, y, wb, grad && h.requires_grad(), grad && weight.requires_grad(), softcap);
 }
 
 }  // namespace lm::model::kernels

@@ -28,13 +28,13 @@ std::string unsupported(const GptConfig& arch) {
 }
 
 torch::Tensor FusedOps::linear(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) const {
-  return several_rows(x) ? kernels::linear(x, w, b) : ReferenceOps::linear(x, w, b);
+  return several_rows(x) ? kernels::linear(x, w, b, copy_of(w)) : ReferenceOps::linear(x, w, b);
 }
 
 torch::Tensor FusedOps::linear_act(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
                                    MlpActivation act) const {
   // The activation applied inside the product's threads (kernels::linear_act).
-  if (several_rows(x)) return kernels::linear_act(x, w, b, act == MlpActivation::kRelu2);
+  if (several_rows(x)) return kernels::linear_act(x, w, b, act, copy_of(w));
   return ReferenceOps::linear_act(x, w, b, act);
 }
 
@@ -44,7 +44,7 @@ torch::Tensor FusedOps::prepare_qk(const torch::Tensor& qkv, int64_t heads, bool
   return kernels::prepare_qk(qkv, heads, qk_norm, cos, sin);  // (B,T,3C)
 }
 
-torch::Tensor FusedOps::attention(const torch::Tensor& qkv, int64_t heads, KvLayer* cache) const {
+torch::Tensor FusedOps::attention(const torch::Tensor& qkv, int64_t heads, const KvLayer* cache) const {
   if (cache || qkv.size(1) < 2 || !cpu_float(qkv)) return ReferenceOps::attention(qkv, heads, cache);
   return kernels::causal_attention(qkv, heads);  // (B,T,C)
 }
@@ -57,7 +57,7 @@ torch::Tensor FusedOps::embedding(const torch::Tensor& table, const torch::Tenso
 torch::Tensor FusedOps::next_token_loss(const torch::Tensor& hidden, const torch::Tensor& w,
                                         const torch::Tensor& targets, double softcap) const {
   if (!cpu_float(hidden)) return ReferenceOps::next_token_loss(hidden, w, targets, softcap);
-  return kernels::next_token_loss(hidden, w, targets, softcap);
+  return kernels::next_token_loss(hidden, w, targets, softcap, copy_of(w));
 }
 
 torch::Tensor FusedOps::mm(const torch::Tensor& a, const torch::Tensor& b) const {

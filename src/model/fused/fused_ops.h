@@ -1,13 +1,16 @@
 // The fused CPU set of the model's operations (docs/ARCHITECTURE.md "The model's operations"): the
-// kernels of kernels.h behind the Ops interface, for CPU float32 training. What they do not cover (a
+// kernels of kernels.h behind the Ops interface, for CPU training with fp32 or bf16 products (the dtype
+// dispatched inside each operation: bf16 reads the weights' copies from model/weight_copies.h). What they do not cover (a
 // single row, a cache) falls back to the reference set they derive from; an architecture they do not
 // implement is refused before a model is built (unsupported()). Built only by model/make_ops.cpp.
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "model/gpt_config.h"
 #include "model/ops.h"
+#include "model/weight_copies.h"
 
 namespace lm::model::fused {
 
@@ -15,18 +18,19 @@ namespace lm::model::fused {
 /// architecture option the reference layers read must either be implemented here or refused here.
 std::string unsupported(const GptConfig& arch);
 
-/// The fused set for models of one architecture (whether the token table is also the head decides the lookup).
+/// The fused set for models of one architecture (whether the token table is also the head decides the lookup),
+/// with products in `dtype`: kFloat, or kBFloat16 reading `copies` (not null then).
 class FusedOps : public ReferenceOps {
  public:
-  explicit FusedOps(const GptConfig& arch) : ReferenceOps(torch::kFloat), tied_(arch.tie_embeddings) {}
+  FusedOps(const GptConfig& arch, c10::ScalarType dtype = torch::kFloat, std::shared_ptr<WeightCopies> copies = nullptr)
+      : ReferenceOps(dtype), tied_(arch.tie_embeddings), copies_(std::move(copies)) {}
   std::string name() const override { return "fused"; }
-  bool fused() const override { return true; }
   torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) const override;
   torch::Tensor linear_act(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
                            MlpActivation act) const override;
   torch::Tensor prepare_qk(const torch::Tensor& qkv, int64_t heads, bool qk_norm, const torch::Tensor& cos,
                            const torch::Tensor& sin) const override;
-  torch::Tensor attention(const torch::Tensor& qkv, int64_t heads, KvLayer* cache) const override;
+  torch::Tensor attention(const torch::Tensor& qkv, int64_t heads, const KvLayer* cache) const override;
   torch::Tensor embedding(const torch::Tensor& table, const torch::Tensor& ids) const override;
   torch::Tensor next_token_loss(const torch::Tensor& hidden, const torch::Tensor& w, const torch::Tensor& targets,
                                 double softcap) const override;
@@ -34,7 +38,10 @@ class FusedOps : public ReferenceOps {
   std::string describe_threads() const override;
 
  private:
+  /// w's bf16 copy with bf16 products, else undefined (the kernels then multiply in fp32).
+  at::Tensor copy_of(const at::Tensor& w) const { return copies_ ? copies_->of(w) : at::Tensor(); }
   bool tied_;  ///< the table is also the output head (kernels::embedding's gradient needs the head's beside it)
+  std::shared_ptr<WeightCopies> copies_;
 };
 
 }  // namespace lm::model::fused

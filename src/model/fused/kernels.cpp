@@ -8,6 +8,7 @@
 #include <atomic>
 
 #include "model/fused/balance.h"
+#include "model/fused/bf16_products.h"
 #include "model/fused/simd.h"
 
 namespace lm::model::kernels {
@@ -20,28 +21,37 @@ constexpr int64_t kMinSplitWork = int64_t{1} << 18;
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// y = x2 W^T + b for x2 (N,in), b undefined for none; the products through mm_into.
-at::Tensor linear_forward(AutogradContext* ctx, const at::Tensor& x2, const at::Tensor& w,
-                             const at::Tensor& b) {
-  ctx->save_for_backward({x2, w});
+// The operand a product reads for x (N,in) fp32: x itself, or with bf16 products (`wb`, the weight's bf16 copy,
+// not empty) x cast once, here, where the first product reads it; backward's weight product reads it again.
+at::Tensor operand(const at::Tensor& x, const at::Tensor& wb) { return wb.numel() > 0 ? x.to(at::kBFloat16) : x; }
+
+// y = x2 W^T + b for x2 (N,in), b undefined for none, W's bf16 copy `wb` (empty: fp32 products); the
+// products through mm_into. Keeps the operands backward multiplies by: x2 and W, or their bf16 copies.
+at::Tensor linear_forward(AutogradContext* ctx, const at::Tensor& x2, const at::Tensor& w, const at::Tensor& b,
+                          const at::Tensor& wb) {
+  const at::Tensor x = operand(x2, wb), wt = wb.numel() > 0 ? wb : w;
+  ctx->save_for_backward({x, wt});
   at::Tensor out = at::empty({x2.size(0), w.size(0)}, x2.options());
   if (b.defined()) out.copy_(b.expand_as(out));
-  mm_into(out, x2, w.t(), /*accumulate=*/b.defined());
+  mm_into(out, x, wt.t(), /*accumulate=*/b.defined());
   return out;
 }
 
-// {dx, dw} of y = x2 W^T from g = dL/dy (N,out) contiguous, the two products at once (equal halves of
-// the work); only the gradients autograd asks for are computed.
+// {dx, dw} of y = x2 W^T from g = dL/dy (N,out) contiguous fp32, x2 and w as the forward kept them (fp32, or
+// bf16 copies: g is then cast once for both products), the two products at once (equal halves of the work);
+// only the gradients autograd asks for are computed, in fp32.
 variable_list linear_products(AutogradContext* ctx, const at::Tensor& g, const at::Tensor& x2, const at::Tensor& w) {
   at::Tensor dx, dw;
+  const at::Tensor gx = g.to(w.scalar_type());
+  const auto fp32 = g.options();
   std::vector<Product> products;
   if (ctx->needs_input_grad(0)) {
-    dx = at::empty_like(x2);
-    products.push_back({dx, g, w});  // (N,out) @ (out,in)
+    dx = at::empty(x2.sizes(), fp32);
+    products.push_back({dx, gx, w});  // (N,out) @ (out,in)
   }
   if (ctx->needs_input_grad(1)) {
-    dw = at::empty_like(w);
-    products.push_back({dw, g.t(), x2});  // (out,N) @ (N,in)
+    dw = at::empty(w.sizes(), fp32);
+    products.push_back({dw, gx.t(), x2});  // (out,N) @ (N,in)
   }
   mm_all(products);
   return {dx, dw};
@@ -69,41 +79,43 @@ at::Tensor column_sums(const at::Tensor& g) {
   });
 }
 
-// {dx, dw, db}; db only when `bias`.
+// {dx, dw, db, d wb}; db only when `bias`, d wb (the bf16 copy's, an input only to be read) never.
 variable_list linear_backward(AutogradContext* ctx, const at::Tensor& grad, bool bias) {
   const auto saved = ctx->get_saved_variables();
   const at::Tensor g = grad.contiguous();  // (N,out)
   variable_list out = linear_products(ctx, g, saved[0], saved[1]);
-  if (!bias) return out;
-  out.push_back(ctx->needs_input_grad(2) ? column_sums(g) : at::Tensor());
+  if (bias) out.push_back(ctx->needs_input_grad(2) ? column_sums(g) : at::Tensor());
+  out.push_back(at::Tensor());
   return out;
 }
 
 struct LinearFn : public torch::autograd::Function<LinearFn> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x2, const at::Tensor& w,
-                               const at::Tensor& b) {
-    return linear_forward(ctx, x2, w, b);
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x2, const at::Tensor& w, const at::Tensor& b,
+                            const at::Tensor& wb) {
+    return linear_forward(ctx, x2, w, b, wb);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) { return linear_backward(ctx, grads[0], true); }
 };
 
 // Autograd takes no undefined input, so a layer without bias has its own function.
 struct LinearNoBiasFn : public torch::autograd::Function<LinearNoBiasFn> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x2, const at::Tensor& w) {
-    return linear_forward(ctx, x2, w, at::Tensor());
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x2, const at::Tensor& w, const at::Tensor& wb) {
+    return linear_forward(ctx, x2, w, at::Tensor(), wb);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) { return linear_backward(ctx, grads[0], false); }
 };
 
-// act(x2 W^T + b) for x2 (N,in), b empty for a layer without bias (autograd takes no undefined input); act
-// 0 = the erf GELU, 1 = relu^2. When `grad`, keeps x2, W and the activation's derivative at the
+// act(x2 W^T + b) for x2 (N,in), b empty for a layer without bias (autograd takes no undefined input), act the
+// MlpActivation whose value act_value is, wb W's bf16 copy (empty: fp32 products). When `grad`, keeps x2 and W
+// (or their bf16 copies) and the activation's derivative at the
 // pre-activation, written over the pre-activation's own buffer (the GELU's by simd.h, from the same erf;
 // relu^2's, 2 relu(x), by simd.h too). On a CPU without AVX2 simd.h's loops do nothing and say so: LibTorch's
 // gelu leaves the pre-activation itself in that buffer, and backward, whose multiply_rows declines in the
 // same way, takes gelu_backward; relu^2 takes a plain loop and keeps its derivative either way (a product).
 struct LinearActFn : public torch::autograd::Function<LinearActFn> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x2, const at::Tensor& w, const at::Tensor& b,
-                               int64_t act_kind, bool grad) {
+                            const at::Tensor& wb, int64_t act_value, bool grad) {
+    const auto act_kind = static_cast<MlpActivation>(act_value);
     at::Tensor pre = at::empty({x2.size(0), w.size(0)}, x2.options());
     at::Tensor act = at::empty_like(pre);
     const bool bias = b.numel() > 0;
@@ -112,7 +124,7 @@ struct LinearActFn : public torch::autograd::Function<LinearActFn> {
       const int64_t cols = pre.size(1), o = lo * cols;  // a block of rows is contiguous
       float* p = pre.data_ptr<float>() + o;
       float* y = act.data_ptr<float>() + o;
-      if (act_kind == 1) {  // relu^2, and 2 relu(x) over the pre-activation
+      if (act_kind == MlpActivation::kRelu2) {  // relu^2, and 2 relu(x) over the pre-activation
         if (relu2_forward(p, y, grad ? p : nullptr, n * cols)) return;
         for (int64_t i = 0; i < n * cols; ++i) {  // a CPU without AVX2: the same values a float at a time
           const float r = p[i] > 0.0f ? p[i] : 0.0f;
@@ -125,9 +137,10 @@ struct LinearActFn : public torch::autograd::Function<LinearActFn> {
       at::Tensor out = act.narrow(0, lo, n);
       at::gelu_out(out, pre.narrow(0, lo, n));
     };
-    mm_all({{pre, x2, w.t(), /*accumulate=*/bias, 1.0, act_block}});
-    if (grad) ctx->save_for_backward({x2, w, pre});  // pre: the derivative, or the pre-activation
-    ctx->saved_data["kind"] = act_kind;
+    const at::Tensor x = operand(x2, wb), wt = wb.numel() > 0 ? wb : w;
+    mm_all({{pre, x, wt.t(), /*accumulate=*/bias, 1.0, act_block}});
+    if (grad) ctx->save_for_backward({x, wt, pre});  // pre: the derivative, or the pre-activation
+    ctx->saved_data["kind"] = act_value;
     ctx->saved_data["bias"] = bias;
     return act;
   }
@@ -137,7 +150,7 @@ struct LinearActFn : public torch::autograd::Function<LinearActFn> {
     const at::Tensor& x2 = saved[0];
     const at::Tensor& w = saved[1];
     const at::Tensor& kept = saved[2];  // the derivative, or (GELU without AVX2) the pre-activation
-    const bool relu2 = ctx->saved_data["kind"].toInt() == 1;
+    const bool relu2 = static_cast<MlpActivation>(ctx->saved_data["kind"].toInt()) == MlpActivation::kRelu2;
     const at::Tensor g = grads[0].contiguous();  // (N,out): the gradient of the activation
     // The pre-activation's gradient, a range of rows per thread, each range's column sums (the thread's
     // share of the bias gradient, when wanted) taken in the same pass (simd.h).
@@ -160,7 +173,8 @@ struct LinearActFn : public torch::autograd::Function<LinearActFn> {
     });
     variable_list out = linear_products(ctx, dpre, x2, w);
     out.push_back(want_bias ? db : at::Tensor());
-    out.push_back(at::Tensor());  // act_kind: not a tensor
+    out.push_back(at::Tensor());  // wb: read only
+    out.push_back(at::Tensor());  // act_value: not a tensor
     out.push_back(at::Tensor());  // grad: not a tensor
     return out;
   }
@@ -184,6 +198,15 @@ void mm_all(const std::vector<Product>& products) {
     order.push_back(&p);
     spans.push_back({p.a.size(0), static_cast<double>(p.a.size(1)) * static_cast<double>(p.b.size(1))});
     total += static_cast<double>(spans.back().rows) * spans.back().row_work;
+  }
+  if (!products.empty() && products.front().a.scalar_type() == at::kBFloat16) {
+    // bf16: each product whole on oneDNN's threads (LibTorch's pool), then `after` over its rows in parallel.
+    for (const Product& p : products) {
+      at::Tensor out = p.out;
+      mm_bf16(out, p.a, p.b, p.accumulate, p.alpha);
+      if (p.after) at::parallel_for(0, p.a.size(0), 64, [&](int64_t lo, int64_t hi) { p.after(lo, hi - lo); });
+    }
+    return;
   }
   auto run = [&](size_t i, int64_t lo, int64_t n) {
     const Product& p = *order[i];
@@ -213,19 +236,33 @@ at::Tensor mm(const at::Tensor& a, const at::Tensor& b) {
   return out;
 }
 
-at::Tensor linear_act(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, bool relu2) {
+namespace {
+
+// The bf16 copy as an autograd input: an empty tensor for none (autograd takes no undefined input).
+at::Tensor copy_or_empty(const at::Tensor& weight_bf16, const at::Tensor& weight) {
+  return weight_bf16.defined() ? weight_bf16 : at::empty({0}, weight.options());
+}
+
+}  // namespace
+
+at::Tensor linear_act(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, MlpActivation act,
+                      const at::Tensor& weight_bf16) {
   auto sizes = x.sizes().vec();
   sizes.back() = weight.size(0);
   const at::Tensor b = bias.defined() ? bias : at::empty({0}, weight.options());  // autograd takes no undefined input
   const bool grad = c10::GradMode::is_enabled() && (x.requires_grad() || weight.requires_grad() || b.requires_grad());
-  return LinearActFn::apply(x.reshape({-1, x.size(-1)}), weight, b, relu2 ? 1 : 0, grad).view(sizes);
+  // The enum crosses autograd's apply() as its value (arguments must be IValues).
+  return LinearActFn::apply(x.reshape({-1, x.size(-1)}), weight, b, copy_or_empty(weight_bf16, weight),
+                            static_cast<int64_t>(act), grad)
+      .view(sizes);
 }
 
-at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, const at::Tensor& weight_bf16) {
   auto sizes = x.sizes().vec();
   sizes.back() = weight.size(0);
   const at::Tensor x2 = x.reshape({-1, x.size(-1)});
-  return (bias.defined() ? LinearFn::apply(x2, weight, bias) : LinearNoBiasFn::apply(x2, weight)).view(sizes);
+  const at::Tensor wb = copy_or_empty(weight_bf16, weight);
+  return (bias.defined() ? LinearFn::apply(x2, weight, bias, wb) : LinearNoBiasFn::apply(x2, weight, wb)).view(sizes);
 }
 
 }  // namespace lm::model::kernels

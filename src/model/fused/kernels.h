@@ -17,17 +17,20 @@
 #include <functional>
 #include <vector>
 
+#include "model/gpt_config.h"
+
 namespace lm::model::kernels {
 
 /// out (M,N) = alpha a (M,K) @ b (K,N), or out += alpha a @ b when `accumulate`, its rows split over
-/// LibTorch's threads. Any operand may be a transposed or narrowed view whose rows or
+/// LibTorch's threads; with bf16 a and b (out fp32) the whole product on oneDNN's threads (bf16_products.h). Any operand may be a transposed or narrowed view whose rows or
 /// columns are contiguous. No autograd.
 void mm_into(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, bool accumulate = false, double alpha = 1.0);
 at::Tensor mm(const at::Tensor& a, const at::Tensor& b);
 
 /// out = a @ b (or out += a @ b) for each; independent products run at the same time: their rows laid end
 /// to end and cut into one run per thread (with two threads and two products of equal work on threads of
-/// equal speed, one whole product per thread). The bits do not depend on the threads' speeds.
+/// equal speed, one whole product per thread). The bits do not depend on the threads' speeds. With bf16 a
+/// and b (out fp32): each product whole on oneDNN's threads (bf16_products.h), then `after` over its rows.
 struct Product {
   at::Tensor out, a, b;
   bool accumulate = false;
@@ -38,15 +41,21 @@ struct Product {
 };
 void mm_all(const std::vector<Product>& products);
 
+/// With bf16 products (the functions below that take `weight_bf16`): pass the weight's bf16 copy (model/
+/// weight_copies.h); the products then read it and the activations cast once to bf16, accumulate in fp32 and
+/// return fp32 (bf16_products.h), and the gradients of the fp32 weights are fp32. Undefined: fp32 products.
+///
 /// x (..., in) W^T + b with autograd (b may be undefined); products through mm_into.
-at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
+at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                  const at::Tensor& weight_bf16 = {});
 
 /// act(x W^T + b) for x (..., in) with autograd, act the erf GELU (as torch::gelu(linear(x, weight, bias)))
-/// or, when `relu2`, relu(.)^2: each thread applies the activation to its block of the product as soon as
+/// or relu(.)^2 (`act`): each thread applies the activation to its block of the product as soon as
 /// the block is made, with its derivative when a gradient is wanted (kept for backward), and backward
 /// multiplies by that derivative and takes its share of the bias gradient in one pass per block. `bias`
 /// may be undefined (model.bias false).
-at::Tensor linear_act(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, bool relu2);
+at::Tensor linear_act(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, MlpActivation act,
+                      const at::Tensor& weight_bf16 = {});
 
 /// Ops::prepare_qk of qkv (B,T,3C) with autograd: each head's q and k scaled to unit RMS (qk_norm), then
 /// rotated by cos, sin (T, D/2) (undefined: no rotation), v copied; one pass over the rows per direction.
@@ -58,7 +67,7 @@ at::Tensor prepare_qk(const at::Tensor& qkv, int64_t heads, bool qk_norm, const 
 /// ((softmax - one-hot), times the cap's slope 1 - tanh^2) and kept for backward, so no logits,
 /// log-probabilities or their gradients are ever stored.
 at::Tensor next_token_loss(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& targets,
-                           double softcap = 0.0);
+                           double softcap = 0.0, const at::Tensor& weight_bf16 = {});
 
 /// The rows of `table` (V,C) at `ids` (any shape) with autograd, as at::embedding. Its gradient is sparse
 /// (the ids and their rows, as nn.Embedding(sparse=True)): for a table tied to the head of next_token_loss,
