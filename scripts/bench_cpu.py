@@ -240,11 +240,13 @@ def lmtrain_run(exe, out, name, V, C, L, H, T, B, steps, blas, optimizer="adamw"
              if r["kind"] == "train"]
     precision = re.search(r"precision (fp32|bf16)", log)
     PRECISIONS[name] = precision.group(1) if precision else "fp32"
+    LOGS[name] = log
     return statistics.median(rates[1:] if len(rates) > 1 else rates), rss
 
 
 PRECISIONS = {}  # lmtrain run name: the precision its log names
 PRECISION = "auto"  # run.precision of every lmtrain run (--precision)
+LOGS = {}  # lmtrain run name: its log
 
 
 def main():

@@ -224,3 +224,55 @@ TEST(Bf16, TwoProcessesFollowOneInBf16) {
 }
 
 }  // namespace lm::test
+
+namespace lm::test {
+
+// sample, embed and inspect probs take --precision: bf16 products read weight copies, the log says which
+// precision and why, the greedy text and the vectors stay close to fp32's, and a bad value is refused.
+TEST(Bf16, TheReadingCommandsTakeAPrecision) {
+  SKIP_WITHOUT_BF16();
+  ScratchDir dir("bf16-read");
+  RunSpec spec;
+  spec.train = "batch_size: 4, max_steps: 8, warmup_steps: 1, eval_every: 0, log_every: 4";
+  auto r = run_lmtrain("train -c " + write_run_config(dir, spec).string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string ck = (dir / "run").string();
+  const std::string greedy = " --prompt 'In the beginning' --generate 12 --temperature 0 --rows 3";
+  auto fp32 = run_lmtrain("sample --checkpoint " + ck + greedy + " --precision fp32");
+  auto bf16 = run_lmtrain("sample --checkpoint " + ck + greedy + " --precision bf16");
+  ASSERT_EQ(fp32.exit_code, 0) << fp32.output;
+  ASSERT_EQ(bf16.exit_code, 0) << bf16.output;
+  EXPECT_EQ(fp32.output.find("precision fp32"), std::string::npos) << "an explicit fp32 is not logged\n" << fp32.output;
+  EXPECT_NE(bf16.output.find("precision bf16 (--precision bf16)"), std::string::npos) << bf16.output;
+  auto automatic = run_lmtrain("sample --checkpoint " + ck + greedy);
+  ASSERT_EQ(automatic.exit_code, 0) << automatic.output;
+  EXPECT_NE(automatic.output.find("(auto: this CPU's bf16 products"), std::string::npos) << automatic.output;
+  // The sample's text: the line after "sample 1 of 1"; the tiny model's greedy text may part where two
+  // pieces are within bf16's rounding of each other, so only its start is compared.
+  auto text_of = [](const std::string& out) {
+    const size_t at = out.find("sample 1 of 1");
+    return at == std::string::npos ? std::string() : out.substr(out.find('\n', at) + 1, 16);
+  };
+  EXPECT_FALSE(text_of(fp32.output).empty()) << fp32.output;
+  EXPECT_EQ(text_of(fp32.output), text_of(bf16.output)) << fp32.output << bf16.output;
+
+  const fs::path a = dir / "a.npy", b = dir / "b.npy";
+  ASSERT_EQ(run_lmtrain("embed --checkpoint " + ck + " --text 'In the beginning' --text 'and the earth' --out " +
+                        a.string() + " --precision fp32").exit_code, 0);
+  auto e = run_lmtrain("embed --checkpoint " + ck + " --text 'In the beginning' --text 'and the earth' --out " +
+                       b.string() + " --precision bf16");
+  ASSERT_EQ(e.exit_code, 0) << e.output;
+  EXPECT_NE(slurp(a), slurp(b)) << "bf16 products gave the same bytes as fp32";
+
+  auto probs = run_lmtrain("inspect probs --checkpoint " + ck + " --text 'In the beginning'");
+  ASSERT_EQ(probs.exit_code, 0) << probs.output;
+  EXPECT_EQ(probs.output.find("precision"), std::string::npos) << "inspect defaults to fp32, unsaid\n" << probs.output;
+  auto probs16 = run_lmtrain("inspect probs --checkpoint " + ck + " --text 'In the beginning' --precision bf16");
+  ASSERT_EQ(probs16.exit_code, 0) << probs16.output;
+  EXPECT_NE(probs16.output.find("precision bf16 (--precision bf16)"), std::string::npos) << probs16.output;
+  auto bad = run_lmtrain("sample --checkpoint " + ck + " --precision fp16");
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("--precision"), std::string::npos) << bad.output;
+}
+
+}  // namespace lm::test

@@ -301,7 +301,7 @@ std::vector<std::string> remove_stale_temps(const fs::path& run_dir) {
   return removed;
 }
 
-LoadedCheckpoint load_checkpoint(const fs::path& dir_arg) {
+LoadedCheckpoint load_checkpoint(const fs::path& dir_arg, model::OpsPtr ops) {
   LoadedCheckpoint out;
   out.dir = resolve_checkpoint(dir_arg);
   verify_checkpoint(out.dir);
@@ -309,7 +309,7 @@ LoadedCheckpoint load_checkpoint(const fs::path& dir_arg) {
   out.state = read_trainer_state(out.dir);
   out.config_yaml = util::read_file(out.dir / "config.yaml", "checkpoint config");
   out.tokenizer_model = out.dir / "tokenizer.model";
-  out.model = model::Gpt(out.arch);
+  out.model = model::Gpt(out.arch, std::move(ops));
   load_weights(*out.model, out.dir);
   return out;
 }

@@ -133,8 +133,9 @@ struct LoadedCheckpoint {
   fs::path tokenizer_model;  ///< dir / tokenizer.model
 };
 
-/// Verifies, rebuilds and loads. Throws CheckpointError on any mismatch (missing/extra name, shape).
-LoadedCheckpoint load_checkpoint(const fs::path& dir);
+/// Verifies, rebuilds (computing with `ops`) and loads. Throws CheckpointError on any mismatch (missing/extra
+/// name, shape).
+LoadedCheckpoint load_checkpoint(const fs::path& dir, model::OpsPtr ops = model::reference_ops());
 
 /// The committed step_* checkpoints of `run_dir` (with a manifest), oldest first; empty when none.
 std::vector<fs::path> list_checkpoints(const fs::path& run_dir);

@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "inspect/embed.h"
 #include "sample/sampler.h"
+#include "util/device.h"
 #include "util/errors.h"
 #include "util/hash.h"
 #include "util/text.h"
@@ -23,7 +24,7 @@ namespace fs = std::filesystem;
 namespace {
 
 struct EmbedOpts {
-  std::string checkpoint, file, out, pool = "mean", query;
+  std::string checkpoint, file, out, pool = "mean", query, precision = "auto";
   std::vector<std::string> texts;
   int layer = -1, k = 5;
   int64_t batch = 32;
@@ -105,7 +106,7 @@ inspect::EmbedOptions check_flags(const EmbedOpts& o) {
 
 void run_embed(const EmbedOpts& o) {
   const inspect::EmbedOptions eo = check_flags(o);
-  auto ck = checkpoint::load_checkpoint(o.checkpoint);
+  auto ck = checkpoint::load_checkpoint(o.checkpoint, reading_ops(o.precision, "cpu"));
   tokenizer::Tokenizer tok(ck.tokenizer_model);
   const int64_t L = ck.arch.n_layers;
   if (eo.layer < -1 || eo.layer > L) {
@@ -143,11 +144,13 @@ void run_embed(const EmbedOpts& o) {
   }
   const std::string model_sha = util::sha256_file(ck.dir / "model.safetensors");
   const std::string options = inspect::describe(eo);
+  // The products' precision is part of what made the vectors (bf16 ones differ in their last bits).
+  const std::string precision = util::precision_name(ck.model->ops()->dtype());
   std::map<std::string, std::string> metadata = {
       {"lines_sha256", lines_sha},  {"checkpoint", ck.dir.string()}, {"checkpoint_step", std::to_string(ck.state.step)},
       {"model_sha256", model_sha}, {"options", options},            {"count", std::to_string(lines.size())},
-      {"cut", std::to_string(check.cut)}};
-  const std::string key = util::sha256_hex(lines_sha + "\n" + model_sha + "\n" + options);
+      {"cut", std::to_string(check.cut)},          {"precision", precision}};
+  const std::string key = util::sha256_hex(lines_sha + "\n" + model_sha + "\n" + options + "\n" + precision);
   const torch::Tensor vectors = o.query_given ? cached_vectors(*ck.model, tok, lines, eo, o.file, key, metadata)
                                               : inspect::embed_texts(*ck.model, tok, lines, eo, show_progress).vectors;
   if (!o.out.empty()) {
@@ -176,6 +179,7 @@ void add_embed_commands(CLI::App& app) {
   cmd->add_option("--batch", o->batch, "lines per forward pass")->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   auto* query = cmd->add_option("--query", o->query, "text to search --file's lines for (nearest by cosine; vectors cached beside the file)");
   cmd->add_option("-k", o->k, "lines --query lists")->capture_default_str();
+  add_precision_option(cmd, o->precision);
   cmd->callback([o, pool, query] {
     o->pool_given = pool->count() > 0;
     o->query_given = query->count() > 0;

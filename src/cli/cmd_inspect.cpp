@@ -52,13 +52,13 @@ std::vector<int64_t> parse_int_list(const std::string& flag, const std::string& 
 }
 
 struct ReadOpts {
-  std::string checkpoint, text, piece, analogy, compare, positions, dims, device = "cpu";
+  std::string checkpoint, text, piece, analogy, compare, positions, dims, device = "cpu", precision = "fp32";
   int k = 5;
   bool json = false, exclude_self = false;
 };
 
 void print_probs(const ReadOpts& o) {
-  auto ck = checkpoint::load_checkpoint(o.checkpoint);
+  auto ck = checkpoint::load_checkpoint(o.checkpoint, reading_ops(o.precision, o.device));
   move_to_device(*ck.model, o.device);
   tokenizer::Tokenizer tok(ck.tokenizer_model);
   warn_unknown_characters(tok, o.text, "--text");
@@ -181,6 +181,7 @@ void add_reading_commands(CLI::App& inspect) {
   probs->add_option("-k,--top-k", o->k, "alternatives listed per position")->capture_default_str();
   probs->add_flag("--json", o->json, "print JSON instead of the table");
   add_device_option(probs, o->device);
+  add_precision_option(probs, o->precision);  // fp32 by default: for reading exact probabilities
   probs->callback([o] { print_probs(*o); });
 
   auto* nb = inspect.add_subcommand("neighbours", "Cosine nearest neighbours of a piece in the token table (and an untied head)");

@@ -9,6 +9,7 @@
 #include "checkpoint/checkpoint.h"
 #include "cli/commands.h"
 #include "model/huge_pages.h"
+#include "model/make_ops.h"
 #include "sample/sampler.h"
 #include "util/device.h"
 #include "util/errors.h"
@@ -68,7 +69,7 @@ void bench(model::GptImpl& model, const std::vector<int32_t>& context, sample::G
 }
 
 struct SampleOpts {
-  std::string checkpoint, prompt, device = "cpu";
+  std::string checkpoint, prompt, device = "cpu", precision = "auto";
   std::vector<std::string> stops;
   int rows = 10, threads = 1, bench_repeats = 0;
   int64_t samples = 1;
@@ -152,7 +153,7 @@ void print_samples(SampleOpts& o, model::GptImpl& model, const tokenizer::Tokeni
 
 void run_sample(SampleOpts& o) {
   util::set_compute_threads(o.threads, o.threads);
-  auto ck = checkpoint::load_checkpoint(o.checkpoint);
+  auto ck = checkpoint::load_checkpoint(o.checkpoint, reading_ops(o.precision, o.device));
   if (!move_to_device(*ck.model, o.device)) model::pack_parameters_in_huge_pages(*ck.model);
   tokenizer::Tokenizer tok(ck.tokenizer_model);
   warn_unknown_characters(tok, o.prompt, "prompt");
@@ -181,6 +182,16 @@ void warn_unknown_characters(const tokenizer::Tokenizer& tok, const std::string&
   spdlog::warn("{}: {} character{} the tokenizer does not know ({}) {} the unknown piece <unk> (id {})", what,
                unknown.size(), unknown.size() == 1 ? "" : "s", util::join(distinct, " "),
                unknown.size() == 1 ? "becomes" : "become", tok.unk_id());
+}
+
+model::OpsPtr reading_ops(const std::string& precision, const std::string& device_spec) {
+  const torch::Device device = util::resolve_device(util::parse_device(device_spec));
+  const util::PrecisionChoice p = util::choose_precision(util::parse_precision(precision), device);
+  // Said when chosen or other than fp32 (an explicit fp32, inspect's default, changes nothing to say; and
+  // `inspect probs --json` readers take the output whole).
+  const auto level = precision == "fp32" ? spdlog::level::debug : spdlog::level::info;
+  spdlog::log(level, "precision {} ({})", util::precision_name(p.dtype), precision == "auto" ? p.why : "--precision " + precision);
+  return model::reading_ops(p.dtype);
 }
 
 bool move_to_device(model::GptImpl& model, const std::string& spec) {
@@ -218,6 +229,7 @@ void add_sample_commands(CLI::App& app) {
   cmd->add_option("--bench", o->bench_repeats, "time --generate tokens with the cache and by full recompute, N runs each")
       ->check(CLI::Range(1, 1 << 30));
   add_device_option(cmd, o->device);
+  add_precision_option(cmd, o->precision);
   cmd->add_option("--threads", o->threads, "compute threads")->capture_default_str()->check(CLI::Range(1, 1 << 30));
   cmd->callback([o] { run_sample(*o); });
 }

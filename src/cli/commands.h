@@ -3,11 +3,13 @@
 
 #include <CLI/CLI.hpp>
 
+#include <memory>
 #include <string>
 
 
 namespace lm::model {
 class GptImpl;
+class Ops;
 }
 namespace lm::tokenizer {
 class Tokenizer;
@@ -46,6 +48,18 @@ inline CLI::Option* add_nproc_option(CLI::App* cmd, int& target) {
   return cmd->add_option("--nproc", target, "run as N data-parallel processes on this machine (docs/training.md \"More than one process\")")
       ->check(CLI::Range(1, 1024));
 }
+
+/// The shared `--precision` option of the reading commands (sample and embed: default auto; inspect: fp32).
+inline CLI::Option* add_precision_option(CLI::App* cmd, std::string& target) {
+  return cmd->add_option("--precision", target, "matrix products: auto | fp32 | bf16 (auto as in training: bf16 where it measures faster)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "fp32", "bf16"}));
+}
+
+/// The operations a reading command's model computes with (model::reading_ops) for a `--precision` value on
+/// the device a `--device` spec names, chosen as training chooses (util::choose_precision) and logged (at
+/// debug level for an explicit fp32) (cmd_sample.cpp).
+std::shared_ptr<const model::Ops> reading_ops(const std::string& precision, const std::string& device_spec);
 
 /// Moves a loaded model to the device a `--device` spec names (resolved with util::resolve_device; throws
 /// ConfigError when it is not available) and returns whether it left the CPU (cmd_sample.cpp).

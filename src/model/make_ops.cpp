@@ -60,4 +60,9 @@ ExecutionPlan make_ops(util::Kernels choice, const torch::Device& device, c10::S
   return plan;
 }
 
+OpsPtr reading_ops(c10::ScalarType dtype) {
+  if (dtype != torch::kBFloat16) return reference_ops(dtype);
+  return std::make_shared<ReferenceOps>(dtype, std::make_shared<WeightCopies>());
+}
+
 }  // namespace lm::model

@@ -36,4 +36,8 @@ struct ExecutionPlan {
 ExecutionPlan make_ops(util::Kernels choice, const torch::Device& device, c10::ScalarType dtype, const GptConfig& arch,
                        int threads = 1, int cores = 1);
 
+/// The operations of a model that only reads (sample, embed, inspect): the reference set with products in
+/// `dtype`, bf16 ones reading copies of the weights made once (the model's weights never change there).
+OpsPtr reading_ops(c10::ScalarType dtype);
+
 }  // namespace lm::model

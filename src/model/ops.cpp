@@ -42,7 +42,8 @@ torch::Tensor ReferenceOps::linear(const torch::Tensor& x, const torch::Tensor& 
   if (dtype_ == torch::kFloat) return linear_fp32(x, w, b);
   // bf16: input, weight and bias cast, the result cast back, so the fp32 master weights get fp32 gradients
   // through the casts and whatever follows (LayerNorm, softmax, the loss) runs in fp32.
-  return torch::nn::functional::linear(x.to(dtype_), w.to(dtype_), b.defined() ? b.to(dtype_) : b).to(torch::kFloat);
+  const torch::Tensor wd = copies_ && dtype_ == torch::kBFloat16 ? copies_->of(w) : w.to(dtype_);
+  return torch::nn::functional::linear(x.to(dtype_), wd, b.defined() ? b.to(dtype_) : b).to(torch::kFloat);
 }
 
 torch::Tensor ReferenceOps::linear_act(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "model/gpt_config.h"
+#include "model/weight_copies.h"
 
 namespace lm::model {
 
@@ -55,10 +56,13 @@ class Ops {
 using OpsPtr = std::shared_ptr<const Ops>;
 
 /// The reference set: LibTorch's ops (at::scaled_dot_product_attention with LibTorch >= 2.0), the products
-/// in `dtype`. A single row (decoding) takes a matrix-vector product.
+/// in `dtype`. A single row (decoding) takes a matrix-vector product. With `copies` (bf16, for a model whose
+/// weights do not change: sampling, embedding, inspection) the products read the weights' bf16 copies, made
+/// once, instead of casting every weight on every call.
 class ReferenceOps : public Ops {
  public:
-  explicit ReferenceOps(c10::ScalarType dtype = torch::kFloat) : dtype_(dtype) {}
+  explicit ReferenceOps(c10::ScalarType dtype = torch::kFloat, std::shared_ptr<WeightCopies> copies = nullptr)
+      : dtype_(dtype), copies_(std::move(copies)) {}
   std::string name() const override { return "reference"; }
   c10::ScalarType dtype() const override { return dtype_; }
   torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) const override;
@@ -72,6 +76,7 @@ class ReferenceOps : public Ops {
 
  private:
   c10::ScalarType dtype_;
+  std::shared_ptr<WeightCopies> copies_;
 };
 
 /// The reference set in `dtype` (one shared object per dtype).
