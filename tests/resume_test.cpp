@@ -123,6 +123,25 @@ TEST(Resume, EarlyStoppingAfterPatienceValidationsWithoutImprovement) {
   EXPECT_FALSE(fs::exists(dir / "run" / "step_00000006"));
 }
 
+// A checkpoint records the precision it trained in; a resume under run.precision auto keeps it instead of
+// measuring again (a measurement near the margin could pick the other one).
+TEST(Resume, AutoPrecisionResumesInThePrecisionTheRunBegan) {
+  ScratchDir dir("auto-precision");
+  auto r = run_lmtrain(config(dir, "run", 4) + " --set run.precision=auto");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(r.output.find("precision fp32 (auto: ") != std::string::npos ||
+              r.output.find("precision bf16 (auto: ") != std::string::npos)
+      << r.output;
+  const std::string state = slurp(dir / "run" / checkpoint::step_name(4) / "trainer_state.json");
+  const bool bf16 = state.find("\"precision\": \"bf16\"") != std::string::npos;
+  EXPECT_TRUE(bf16 || state.find("\"precision\": \"fp32\"") != std::string::npos) << state;
+  r = run_lmtrain(config(dir, "run", 8) + " --set run.precision=auto --resume auto");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find(std::string("precision ") + (bf16 ? "bf16" : "fp32") + " (auto: as the run began)"),
+            std::string::npos)
+      << r.output;
+}
+
 TEST(Resume, RetentionKeepsKeepLastPlusBest) {
   ScratchDir dir("keep");
   auto r = run_lmtrain(config(dir, "run", 20) + " --set checkpoint.every=2 --set train.eval_every=2");

@@ -57,6 +57,9 @@ struct TrainerState {
   double log_window_loss_sum = 0.0;  ///< losses of the steps since the last log line, so a resumed run
   int64_t log_window_steps = 0;      ///< prints the same averages as one that never stopped
   std::string torch_rng_state;    ///< LibTorch CPU generator state, hex
+  /// The products' precision the run trained in ("fp32" | "bf16"; "" in older checkpoints): a resume under
+  /// run.precision auto keeps it rather than measuring again.
+  std::string precision;
   DataIdentity data;
 };
 
@@ -90,6 +93,7 @@ void visit_state_fields(State& s, Visit&& visit) {
   visit("log_window_loss_sum", s.log_window_loss_sum, Presence::kMayLack);
   visit("log_window_steps", s.log_window_steps, Presence::kMayLack);
   visit("torch_rng_state", s.torch_rng_state, Presence::kMayLack);
+  visit("precision", s.precision, Presence::kMayLack);
   visit("data", s.data, Presence::kMayLack);
 }
 

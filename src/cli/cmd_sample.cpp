@@ -215,7 +215,7 @@ void add_sample_commands(CLI::App& app) {
   cmd->add_option("--generate", o->gen.max_new_tokens, "tokens to generate after the prompt (0 = table only)")
       ->capture_default_str();
   cmd->add_option("--temperature", o->gen.temperature, "sampling temperature; 0 = greedy")->capture_default_str();
-  cmd->add_option("--seed", o->gen.seed, "sampling seed; sample i uses seed+i (same seed, same text)")
+  cmd->add_option("--seed", o->gen.seed, "sampling seed; sample i uses seed+i (same seed and precision, same text)")
       ->capture_default_str()
       ->check(kSeedValidator);
   cmd->add_option("-n,--num-samples", o->samples, "samples to draw from the prompt")->capture_default_str();

@@ -60,6 +60,8 @@ ExecutionPlan make_ops(util::Kernels choice, const torch::Device& device, c10::S
   return plan;
 }
 
+bool fused_bf16_built() { return kernels::bf16_products_built(); }
+
 OpsPtr reading_ops(c10::ScalarType dtype) {
   if (dtype != torch::kBFloat16) return reference_ops(dtype);
   return std::make_shared<ReferenceOps>(dtype, std::make_shared<WeightCopies>());

@@ -36,6 +36,9 @@ struct ExecutionPlan {
 ExecutionPlan make_ops(util::Kernels choice, const torch::Device& device, c10::ScalarType dtype, const GptConfig& arch,
                        int threads = 1, int cores = 1);
 
+/// True when this build's fused set multiplies in bf16 (oneDNN's headers were found: LMTRAIN_WITH_ONEDNN).
+bool fused_bf16_built();
+
 /// The operations of a model that only reads (sample, embed, inspect): the reference set with products in
 /// `dtype`, bf16 ones reading copies of the weights made once (the model's weights never change there).
 OpsPtr reading_ops(c10::ScalarType dtype);

@@ -6,6 +6,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <unordered_map>
+#include <utility>
 
 namespace lm::model {
 
@@ -21,7 +22,9 @@ class WeightCopies {
   size_t size() const { return copies_.size(); }
 
  private:
-  std::unordered_map<const void*, at::Tensor> copies_;  ///< by the parameter's TensorImpl
+  /// By the parameter's TensorImpl: the parameter itself (held, so its address is never another's while
+  /// listed) and its copy.
+  std::unordered_map<const void*, std::pair<at::Tensor, at::Tensor>> copies_;
 };
 
 }  // namespace lm::model

@@ -202,6 +202,7 @@ class Trainer {
     state_.data_cursor = batcher_.cursor();
     state_.world_size = dp_.world_size();
     state_.torch_rng_state = checkpoint::torch_rng_state_hex();
+    state_.precision = util::precision_name(model_->ops()->dtype());
     checkpoint::SaveRequest req{model_.get(), &opt_->adamw(), opt_->muon_state(), state_, job_.config_yaml,
                                 data_.paths.tokenizer, latest == Latest::kUpdate};
     auto dir = checkpoint::save_checkpoint(job_.run_dir(), name, req);
@@ -311,7 +312,7 @@ TrainResult run_training(const TrainJob& job) {
   if (device.is_cuda() && job.group && job.run.device.index < 0) {
     device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(job.group->env().local_rank));  // one GPU a rank
   }
-  const util::PrecisionChoice precision = util::choose_precision(job.run.precision, device);
+  const util::PrecisionChoice precision = run_precision(job, device);
   const c10::ScalarType dtype = precision.dtype;
   const int cores = util::resolve_blas_threads(job.run.blas_threads, job.group ? job.group->size() : 1);
   // How the run computes, chosen once (model/make_ops.h) and applied as given.

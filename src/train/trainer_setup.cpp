@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "checkpoint/rng_state.h"
+#include "dist/group.h"
 #include "train/resume.h"
 #include "util/device.h"
 #include "util/errors.h"
@@ -98,6 +99,25 @@ checkpoint::TrainerState restore(const TrainJob& job, const RunData& data, model
   }
   state.data = data.identity;
   return state;
+}
+
+util::PrecisionChoice run_precision(const TrainJob& job, const torch::Device& device) {
+  if (job.run.precision == util::Precision::kAuto && !job.resume_from.empty()) {
+    const std::string was = checkpoint::read_trainer_state(job.resume_from).precision;
+    if (was == "fp32" || was == "bf16") {
+      return {was == "bf16" ? torch::kBFloat16 : torch::kFloat, "auto: as the run began"};
+    }
+  }
+  // bf16 needs oneDNN in the build for the fused set, which auto and fused pick on a CPU
+  const bool bf16_usable = job.run.kernels == util::Kernels::kReference || model::fused_bf16_built();
+  auto choose = [&] {
+    const util::PrecisionChoice c = util::choose_precision(job.run.precision, device, bf16_usable);
+    return util::precision_name(c.dtype) + "|" + c.why;
+  };
+  const bool measured = job.run.precision == util::Precision::kAuto && device.is_cpu();
+  const std::string chosen = measured && job.group ? job.group->on_root("precision", choose) : choose();
+  const size_t bar = chosen.find('|');
+  return {chosen.substr(0, bar) == "bf16" ? torch::kBFloat16 : torch::kFloat, chosen.substr(bar + 1)};
 }
 
 }  // namespace lm::train

@@ -12,6 +12,7 @@
 #include "train/optimizer.h"
 #include "train/run_data.h"
 #include "train/train_job.h"
+#include "util/device.h"
 
 namespace lm::train {
 
@@ -31,5 +32,11 @@ checkpoint::TrainerState restore(const TrainJob& job, const RunData& data, model
 
 /// Parameters, embedding share, decay groups, threads, device and the batch per step.
 void log_model_summary(const model::GptImpl& m, const DecayGroups& g, const TrainJob& job, int world_size);
+
+/// The products' precision of a run: run.precision as set; under auto, a resume keeps the precision its
+/// checkpoint trained in, and a new run measures (util::choose_precision; bf16 only where the kernels that
+/// will run can multiply it) on rank 0, and every rank takes its answer, so ranks and resumed runs never
+/// train in two precisions.
+util::PrecisionChoice run_precision(const TrainJob& job, const torch::Device& device);
 
 }  // namespace lm::train

@@ -122,7 +122,9 @@ std::string describe_blas_kernels() {
   if (core.empty()) return "";
   const std::string record = recorded() ? env_or_empty(kRecord) : "";
   if (record.rfind("chosen:", 0) == 0) {
-    const std::string set = recorded_set(record), own = record.substr(8 + set.size());
+    const std::string set = recorded_set(record);
+    const size_t colon = record.find(':', 7);
+    const std::string own = colon == std::string::npos ? "?" : record.substr(colon + 1);
     if (class_of_core(core) != class_of_core(set)) return core + " (OPENBLAS_CORETYPE=" + set + " was not taken)";
     return core + " (chosen for this CPU; this OpenBLAS would run " + own + "'s)";
   }

@@ -72,8 +72,7 @@ c10::ScalarType compute_dtype(Precision p, const c10::Device& device) {
 
 namespace {
 
-// Seconds of the fastest of 3 products (after one to warm up) of a (M,K) @ (K,N) in `dtype`, alternated by
-// the caller.
+// Seconds of the fastest of 3 products a @ b (after one to warm up), in their dtype; the caller alternates.
 double product_seconds(const torch::Tensor& a, const torch::Tensor& b) {
   (void)torch::mm(a, b);
   double best = 1e30;
@@ -96,11 +95,12 @@ std::string bf16_isa() {
 
 }  // namespace
 
-PrecisionChoice choose_precision(Precision p, const c10::Device& device) {
+PrecisionChoice choose_precision(Precision p, const c10::Device& device, bool bf16_usable) {
   const c10::ScalarType dtype = compute_dtype(p, device);
   if (p != Precision::kAuto) return {dtype, "run.precision " + to_string(p)};
   if (device.is_cuda()) return {dtype, "auto: " + std::string(dtype == c10::kBFloat16 ? "a GPU of compute capability >= 8.0" : "an older GPU")};
   if (!native_bf16_products(device)) return {c10::kFloat, "auto: this CPU has no bf16 matrix instructions"};
+  if (!bf16_usable) return {c10::kFloat, "auto: this build's fused kernels have no oneDNN for bf16 products"};
   const torch::NoGradGuard no_grad;
   const auto a = torch::randn({2048, 256}), b = torch::randn({256, 1024});
   const auto ab = a.to(c10::kBFloat16), bb = b.to(c10::kBFloat16);

@@ -35,7 +35,8 @@ constexpr double kBf16Margin = 1.3;
 /// alternated, best of 3 each (about 0.1 s); bf16 when it runs at least kBf16Margin times as fast. The CPUs
 /// differ here: AMX tiles multiply bf16 several times as fast as fp32 kernels; AVX512-BF16 alone ran 2.3x fp32
 /// on one machine and 0.3-0.5x on another. Set run.precision to pin it (resume is bitwise in one precision).
-PrecisionChoice choose_precision(Precision p, const c10::Device& device);
+/// `bf16_usable` false (the kernels that would run cannot multiply bf16 in this build): auto stays fp32 on a CPU.
+PrecisionChoice choose_precision(Precision p, const c10::Device& device, bool bf16_usable = true);
 
 /// True when `device` multiplies bf16 matrices in hardware: a CUDA GPU of compute capability >= 8.0, or a
 /// CPU with AVX512-BF16 or AMX-BF16 instructions and a LibTorch built with oneDNN (which uses them).

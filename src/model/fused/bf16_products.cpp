@@ -44,9 +44,11 @@ dnnl::memory::desc desc_of(const at::Tensor& t, dnnl::memory::data_type type) {
 bool bf16_products_built() { return true; }
 
 void mm_bf16(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, bool accumulate, double alpha) {
-  TORCH_CHECK(!at::in_parallel_region(), "mm_bf16: called inside a parallel region");
+  TORCH_CHECK(!at::in_parallel_region(), "[kernels] mm_bf16: expected a call outside a parallel region, got one inside");
   TORCH_CHECK(a.scalar_type() == at::kBFloat16 && b.scalar_type() == at::kBFloat16 && out.scalar_type() == at::kFloat,
-              "mm_bf16: expected bf16 operands and an fp32 result");
+              "[kernels] mm_bf16: expected bf16 operands and an fp32 result, got ", a.scalar_type(), ", ",
+              b.scalar_type(), " and ", out.scalar_type());
+  TORCH_CHECK(out.stride(1) == 1, "[kernels] mm_bf16: expected a result with contiguous rows, got stride ", out.stride(1));
   const auto f = static_cast<float>(alpha);
   const Key key{a.size(0), a.size(1), b.size(1), a.stride(0), a.stride(1), b.stride(0), b.stride(1), out.stride(0),
                 accumulate, f, at::get_num_threads()};
@@ -89,7 +91,8 @@ std::string bf16_products_isa() {
 bool bf16_products_built() { return false; }
 
 void mm_bf16(at::Tensor&, const at::Tensor&, const at::Tensor&, bool, double) {
-  throw std::logic_error("mm_bf16: this build has no oneDNN (LMTRAIN_WITH_ONEDNN)");
+  throw std::logic_error("[kernels] mm_bf16: expected a build with oneDNN (LMTRAIN_WITH_ONEDNN), got one without. "
+                         "Hint: make_ops refuses bf16 products there; install libdnnl-dev and rebuild");
 }
 
 std::string bf16_products_isa() { return ""; }
