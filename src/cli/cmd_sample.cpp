@@ -55,7 +55,12 @@ void bench(model::GptImpl& model, const std::vector<int32_t>& context, sample::G
                            static_cast<double>(ids[cached].size()));
     }
   }
-  if (ids[0] != ids[1]) throw Error(ExitCode::kInternal, "[sample] bench: the cached and recomputed texts differ");
+  // In fp32 the two paths must agree token for token. bf16 products round a single row and a whole window
+  // differently, so there the texts may part: where is said, not refused.
+  size_t same = 0;
+  while (same < ids[0].size() && same < ids[1].size() && ids[0][same] == ids[1][same]) ++same;
+  const bool bf16 = model.ops()->dtype() == torch::kBFloat16;
+  if (ids[0] != ids[1] && !bf16) throw Error(ExitCode::kInternal, "[sample] bench: the cached and recomputed texts differ");
   auto median = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];
@@ -65,7 +70,12 @@ void bench(model::GptImpl& model, const std::vector<int32_t>& context, sample::G
               context.size(), ids[1].size(), repeats);
   std::printf("kv cache:       %8.3f ms/token\nfull recompute: %8.3f ms/token\nspeed-up:       %8.1fx\n", cached, full,
               full / cached);
-  std::printf("(both paths generated the same %zu tokens)\n", ids[1].size());
+  if (ids[0] == ids[1]) {
+    std::printf("(both paths generated the same %zu tokens)\n", ids[1].size());
+  } else {
+    std::printf("(bf16: the paths generated the same first %zu tokens, then parted: a single row and a whole window "
+                "round differently)\n", same);
+  }
 }
 
 struct SampleOpts {
