@@ -27,7 +27,7 @@ using json = nlohmann::json;
 // visit_identity_fields (checkpoint.h), then update these.
 static_assert(sizeof(DataIdentity) == 3 * sizeof(std::string) + 2 * sizeof(uint64_t),
               "DataIdentity changed: list the new field in visit_identity_fields");
-static_assert(sizeof(TrainerState) == 12 * sizeof(int64_t) + 2 * sizeof(std::string) + sizeof(DataIdentity),
+static_assert(sizeof(TrainerState) == 12 * sizeof(int64_t) + 3 * sizeof(std::string) + sizeof(DataIdentity),
               "TrainerState changed: list the new field in visit_state_fields");
 
 // The two records' field lists, by record type, so one pair of functions reads and writes both.

@@ -60,6 +60,7 @@ struct TrainerState {
   /// The products' precision the run trained in ("fp32" | "bf16"; "" in older checkpoints): a resume under
   /// run.precision auto keeps it rather than measuring again.
   std::string precision;
+  std::string muon_precision;  ///< Muon's Newton-Schulz products' likewise ("" without Muon or in older checkpoints)
   DataIdentity data;
 };
 
@@ -94,6 +95,7 @@ void visit_state_fields(State& s, Visit&& visit) {
   visit("log_window_steps", s.log_window_steps, Presence::kMayLack);
   visit("torch_rng_state", s.torch_rng_state, Presence::kMayLack);
   visit("precision", s.precision, Presence::kMayLack);
+  visit("muon_precision", s.muon_precision, Presence::kMayLack);
   visit("data", s.data, Presence::kMayLack);
 }
 

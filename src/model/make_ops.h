@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "model/gpt_config.h"
@@ -23,6 +24,10 @@ struct ExecutionPlan {
   /// The bf16 copies of the weights that the fused set's bf16 products read; null otherwise. The optimizer
   /// step calls weights_changed() on it.
   std::shared_ptr<WeightCopies> weights;
+  /// Muon's Newton-Schulz products' dtype as the run resolved it (util::choose_precisions); unset: the
+  /// optimizer resolves train.muon_precision itself.
+  std::optional<c10::ScalarType> muon_products;
+  std::string muon_why;                       ///< why that dtype, for the log
   std::string why;                            ///< one line for the log: which set and why
 };
 

@@ -60,7 +60,9 @@ RunOptimizer::RunOptimizer(const DecayGroups& groups, const TrainConfig& cfg, co
   adamw_ = std::make_unique<torch::optim::AdamW>(std::move(pg), opts(cfg.weight_decay));
   if (!groups.muon.empty()) {
     muon_ = std::make_unique<Muon>(groups.muon_names, groups.muon, cfg.muon_lr, cfg.muon_momentum, cfg.muon_ns_steps,
-                                   std::move(ops), util::muon_dtype(cfg.muon_precision, groups.muon.front().device()));
+                                   std::move(ops),
+                                   plan.muon_products ? *plan.muon_products
+                                                      : util::muon_dtype(cfg.muon_precision, groups.muon.front().device()));
     muon_lr_ratio_ = cfg.muon_lr / cfg.lr;
   }
 }

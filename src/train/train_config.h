@@ -34,8 +34,8 @@ struct TrainConfig {
   double muon_lr = 0.02;        ///< Muon's peak learning rate; its schedule is lr's, scaled by muon_lr / lr
   double muon_momentum = 0.95;  ///< Muon's (Nesterov) momentum; [0, 1)
   int64_t muon_ns_steps = 5;    ///< Newton-Schulz iterations per update; >= 1
-  /// dtype of the Newton-Schulz products (util::muon_dtype): auto = bf16 where the device multiplies bf16
-  /// in hardware (a CPU with AVX512-BF16/AMX, CUDA >= 8.0), else fp32
+  /// dtype of the Newton-Schulz products (util::choose_precisions): auto = bf16 on CUDA >= 8.0 and on a CPU
+  /// with bf16 instructions where a bf16 product measures >= 1.3x fp32's at start-up, else fp32
   util::Precision muon_precision = util::Precision::kAuto;
   double min_lr = 1e-4;         ///< floor of the cosine decay; 0 <= min_lr <= lr
   int64_t warmup_steps = 100;   ///< linear warmup from lr/warmup_steps to lr; 0 <= warmup_steps <= max_steps

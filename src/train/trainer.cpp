@@ -53,6 +53,7 @@ class Trainer {
         groups_(split_decay_groups(*model_, job.embedding_lr_scale, freezer_.unfrozen_later(),
                                    job.train.optimizer == OptimizerKind::kMuon)),
         opt_(build_optimizer(job, groups_, freezer_, plan)),
+        muon_precision_(opt_->muon() && plan.muon_products ? util::precision_name(*plan.muon_products) : ""),
         state_(restore(job, data_, *model_, *opt_)),
         dp_(job.group, *model_),  // after the resume load: rank 0's weights are broadcast
         first_step_(state_.step),
@@ -64,7 +65,7 @@ class Trainer {
         last_ckpt_(job.resume_from),
         bytes_per_id_(torch::tensor(tokenizer::decoded_bytes_per_id(data_.tokenizer), torch::kInt64)) {
     freezer_.start(*model_, first_step_);  // after any resume load: these are the values to prove
-    log_model_summary(*model_, groups_, job_, dp_.world_size());
+    log_model_summary(*model_, groups_, job_, dp_.world_size(), plan);
     spdlog::info("data: train {} tokens, val {} tokens", data_.train.size(), data_.val.size());
     batcher_.set_cursor(state_.data_cursor);
     run_start_ = window_start_ = Clock::now();  // tokens/s counts the steps only
@@ -203,6 +204,7 @@ class Trainer {
     state_.world_size = dp_.world_size();
     state_.torch_rng_state = checkpoint::torch_rng_state_hex();
     state_.precision = util::precision_name(model_->ops()->dtype());
+    state_.muon_precision = muon_precision_;
     checkpoint::SaveRequest req{model_.get(), &opt_->adamw(), opt_->muon_state(), state_, job_.config_yaml,
                                 data_.paths.tokenizer, latest == Latest::kUpdate};
     auto dir = checkpoint::save_checkpoint(job_.run_dir(), name, req);
@@ -291,6 +293,7 @@ class Trainer {
   Freezer freezer_;
   DecayGroups groups_;
   std::unique_ptr<RunOptimizer> opt_;
+  const std::string muon_precision_;  ///< Muon's Newton-Schulz precision ("" without Muon), for checkpoints
   checkpoint::TrainerState state_;
   DataParallel dp_;
   const int64_t first_step_;  ///< steps done before this process started
@@ -312,15 +315,14 @@ TrainResult run_training(const TrainJob& job) {
   if (device.is_cuda() && job.group && job.run.device.index < 0) {
     device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(job.group->env().local_rank));  // one GPU a rank
   }
-  const util::PrecisionChoice precision = run_precision(job, device);
-  const c10::ScalarType dtype = precision.dtype;
+  const util::RunPrecisions precisions = run_precision(job, device);
   const int cores = util::resolve_blas_threads(job.run.blas_threads, job.group ? job.group->size() : 1);
   // How the run computes, chosen once (model/make_ops.h) and applied as given.
-  const model::ExecutionPlan plan = model::make_ops(job.run.kernels, device, dtype, job.model, job.run.threads, cores);
+  const model::ExecutionPlan plan = run_plan(job, device, precisions, cores);
   util::set_compute_threads(plan.torch_threads, plan.blas_threads);
   if (job.run.deterministic) util::use_deterministic_algorithms();
-  spdlog::info("device {}, precision {} ({}){}", util::describe_device(device), util::precision_name(dtype),
-               precision.why, job.run.deterministic ? ", deterministic algorithms" : "");
+  spdlog::info("device {}, precision {} ({}){}", util::describe_device(device), util::precision_name(plan.products),
+               precisions.products.why, job.run.deterministic ? ", deterministic algorithms" : "");
   spdlog::info("{}", plan.why);
   util::install_stop_handlers();
   // Rank 0 checks the start, makes the tokenizer and token files and writes config.yaml; the other ranks

@@ -12,7 +12,8 @@
 
 namespace lm::train {
 
-void log_model_summary(const model::GptImpl& m, const DecayGroups& g, const TrainJob& job, int world_size) {
+void log_model_summary(const model::GptImpl& m, const DecayGroups& g, const TrainJob& job, int world_size,
+                       const model::ExecutionPlan& plan) {
   int64_t total = 0;
   for (auto& [name, p] : model::named_weights(m)) total += p.numel();
   const auto& a = m.config();
@@ -26,13 +27,10 @@ void log_model_summary(const model::GptImpl& m, const DecayGroups& g, const Trai
                g.decay.size(), g.decay_numel, job.train.weight_decay, g.no_decay.size(), g.no_decay_numel,
                g.no_decay.size() > 6 ? "embeddings, LayerNorm, biases" : util::join(g.no_decay_names, ", "));
   if (!g.muon.empty()) {
-    const c10::ScalarType ns = util::muon_dtype(job.train.muon_precision, g.muon.front().device());
+    const c10::ScalarType ns = plan.muon_products.value_or(torch::kFloat);
     spdlog::info("muon group: {} tensors / {} params (the blocks' 2-D matrices) at muon_lr {}, momentum {}, {} "
-                 "Newton-Schulz steps in {}{}, no weight decay", g.muon.size(), g.muon_numel, job.train.muon_lr,
-                 job.train.muon_momentum, job.train.muon_ns_steps, util::precision_name(ns),
-                 job.train.muon_precision != util::Precision::kAuto ? ""
-                 : ns == c10::kBFloat16 ? " (auto: this device multiplies bf16 in hardware)"
-                                        : " (auto: no bf16 products in this device's hardware)");
+                 "Newton-Schulz steps in {} ({}), no weight decay", g.muon.size(), g.muon_numel, job.train.muon_lr,
+                 job.train.muon_momentum, job.train.muon_ns_steps, util::precision_name(ns), plan.muon_why);
   }
   if (!g.embedding.empty()) {
     spdlog::info("embedding group: {} tensors / {} params without weight decay at {} x lr ({})", g.embedding.size(),
@@ -101,23 +99,44 @@ checkpoint::TrainerState restore(const TrainJob& job, const RunData& data, model
   return state;
 }
 
-util::PrecisionChoice run_precision(const TrainJob& job, const torch::Device& device) {
-  if (job.run.precision == util::Precision::kAuto && !job.resume_from.empty()) {
-    const std::string was = checkpoint::read_trainer_state(job.resume_from).precision;
-    if (was == "fp32" || was == "bf16") {
-      return {was == "bf16" ? torch::kBFloat16 : torch::kFloat, "auto: as the run began"};
-    }
-  }
+util::RunPrecisions run_precision(const TrainJob& job, const torch::Device& device) {
+  const util::Precision products = job.run.precision, muon = job.train.muon_precision;
+  // A resume keeps what its checkpoint trained in, for each precision under auto that it recorded.
+  checkpoint::TrainerState was;
+  if (!job.resume_from.empty()) was = checkpoint::read_trainer_state(job.resume_from);
+  auto kept = [](util::Precision p, const std::string& name) -> std::optional<util::PrecisionChoice> {
+    if (p != util::Precision::kAuto || (name != "fp32" && name != "bf16")) return std::nullopt;
+    return util::PrecisionChoice{name == "bf16" ? torch::kBFloat16 : torch::kFloat, "auto: as the run began"};
+  };
+  const auto kept_products = kept(products, was.precision), kept_muon = kept(muon, was.muon_precision);
   // bf16 needs oneDNN in the build for the fused set, which auto and fused pick on a CPU
   const bool bf16_usable = job.run.kernels == util::Kernels::kReference || model::fused_bf16_built();
   auto choose = [&] {
-    const util::PrecisionChoice c = util::choose_precision(job.run.precision, device, bf16_usable);
-    return util::precision_name(c.dtype) + "|" + c.why;
+    const util::RunPrecisions c = util::choose_precisions(products, muon, device, bf16_usable);
+    return util::precision_name(c.products.dtype) + "\n" + c.products.why + "\n" + util::precision_name(c.muon.dtype) +
+           "\n" + c.muon.why;
   };
-  const bool measured = job.run.precision == util::Precision::kAuto && device.is_cpu();
+  // Measured (auto on a CPU, not kept): on rank 0 only, every rank taking its answer.
+  const bool measured = device.is_cpu() && ((products == util::Precision::kAuto && !kept_products) ||
+                                            (muon == util::Precision::kAuto && !kept_muon));
   const std::string chosen = measured && job.group ? job.group->on_root("precision", choose) : choose();
-  const size_t bar = chosen.find('|');
-  return {chosen.substr(0, bar) == "bf16" ? torch::kBFloat16 : torch::kFloat, chosen.substr(bar + 1)};
+  std::vector<std::string> part;
+  for (size_t from = 0, at = 0; at != std::string::npos; from = at + 1) {
+    at = chosen.find('\n', from);
+    part.push_back(chosen.substr(from, at == std::string::npos ? std::string::npos : at - from));
+  }
+  auto dtype = [](const std::string& name) { return name == "bf16" ? torch::kBFloat16 : torch::kFloat; };
+  return {kept_products ? *kept_products : util::PrecisionChoice{dtype(part.at(0)), part.at(1)},
+          kept_muon ? *kept_muon : util::PrecisionChoice{dtype(part.at(2)), part.at(3)}};
+}
+
+model::ExecutionPlan run_plan(const TrainJob& job, const torch::Device& device, const util::RunPrecisions& precisions,
+                              int cores) {
+  model::ExecutionPlan plan =
+      model::make_ops(job.run.kernels, device, precisions.products.dtype, job.model, job.run.threads, cores);
+  plan.muon_products = precisions.muon.dtype;
+  plan.muon_why = precisions.muon.why;
+  return plan;
 }
 
 }  // namespace lm::train

@@ -31,12 +31,17 @@ std::unique_ptr<RunOptimizer> build_optimizer(const TrainJob& job, const DecayGr
 checkpoint::TrainerState restore(const TrainJob& job, const RunData& data, model::GptImpl& model, RunOptimizer& opt);
 
 /// Parameters, embedding share, decay groups, threads, device and the batch per step.
-void log_model_summary(const model::GptImpl& m, const DecayGroups& g, const TrainJob& job, int world_size);
+void log_model_summary(const model::GptImpl& m, const DecayGroups& g, const TrainJob& job, int world_size,
+                       const model::ExecutionPlan& plan);
 
-/// The products' precision of a run: run.precision as set; under auto, a resume keeps the precision its
-/// checkpoint trained in, and a new run measures (util::choose_precision; bf16 only where the kernels that
-/// will run can multiply it) on rank 0, and every rank takes its answer, so ranks and resumed runs never
-/// train in two precisions.
-util::PrecisionChoice run_precision(const TrainJob& job, const torch::Device& device);
+/// A run's precisions (run.precision, train.muon_precision): as set; under auto, a resume keeps the
+/// precision its checkpoint trained in, and a new run measures (util::choose_precisions; products in bf16
+/// only where the kernels that will run can multiply it) on rank 0, and every rank takes its answer, so
+/// ranks and resumed runs never train in two precisions.
+util::RunPrecisions run_precision(const TrainJob& job, const torch::Device& device);
+
+/// The run's execution plan (model::make_ops) for its precisions and `cores`, Muon's precision in it.
+model::ExecutionPlan run_plan(const TrainJob& job, const torch::Device& device, const util::RunPrecisions& precisions,
+                              int cores);
 
 }  // namespace lm::train

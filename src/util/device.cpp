@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <cstdio>
 #include <cstdlib>
 
@@ -95,12 +96,10 @@ std::string bf16_isa() {
 
 }  // namespace
 
-PrecisionChoice choose_precision(Precision p, const c10::Device& device, bool bf16_usable) {
-  const c10::ScalarType dtype = compute_dtype(p, device);
-  if (p != Precision::kAuto) return {dtype, "run.precision " + to_string(p)};
-  if (device.is_cuda()) return {dtype, "auto: " + std::string(dtype == c10::kBFloat16 ? "a GPU of compute capability >= 8.0" : "an older GPU")};
-  if (!native_bf16_products(device)) return {c10::kFloat, "auto: this CPU has no bf16 matrix instructions"};
-  if (!bf16_usable) return {c10::kFloat, "auto: this build's fused kernels have no oneDNN for bf16 products"};
+namespace {
+
+// fp32 seconds / bf16 seconds of a training-shaped product on this process's threads (see choose_precisions).
+double bf16_speed_ratio() {
   const torch::NoGradGuard no_grad;
   const auto a = torch::randn({2048, 256}), b = torch::randn({256, 1024});
   const auto ab = a.to(c10::kBFloat16), bb = b.to(c10::kBFloat16);
@@ -109,11 +108,42 @@ PrecisionChoice choose_precision(Precision p, const c10::Device& device, bool bf
     fp32 = std::min(fp32, product_seconds(a, b));
     bf16 = std::min(bf16, product_seconds(ab, bb));
   }
-  const double ratio = fp32 / bf16;
-  char buf[200];
-  std::snprintf(buf, sizeof buf, "auto: this CPU's bf16 products (%s) ran %.2fx fp32's here (2048x256x1024, %s %.2fx)",
-                bf16_isa().c_str(), ratio, ratio >= kBf16Margin ? "bf16 from" : "fp32 below", kBf16Margin);
-  return {ratio >= kBf16Margin ? c10::kBFloat16 : c10::kFloat, buf};
+  return fp32 / bf16;
+}
+
+// One precision resolved without measuring, or nullopt when auto on a CPU with bf16 instructions needs the
+// measurement. `key`: the config key, for the log.
+std::optional<PrecisionChoice> unmeasured(Precision p, const c10::Device& device, const char* key) {
+  if (p != Precision::kAuto) return PrecisionChoice{compute_dtype(p, device), std::string(key) + " " + to_string(p)};
+  if (device.is_cuda()) {
+    const bool bf16 = native_bf16_products(device);
+    return PrecisionChoice{bf16 ? c10::kBFloat16 : c10::kFloat,
+                           bf16 ? "auto: a GPU of compute capability >= 8.0" : "auto: an older GPU"};
+  }
+  if (!native_bf16_products(device)) return PrecisionChoice{c10::kFloat, "auto: this CPU has no bf16 matrix instructions"};
+  return std::nullopt;
+}
+
+}  // namespace
+
+RunPrecisions choose_precisions(Precision products, Precision muon, const c10::Device& device, bool bf16_usable) {
+  std::optional<PrecisionChoice> p = unmeasured(products, device, "run.precision");
+  if (!p && !bf16_usable) p = PrecisionChoice{c10::kFloat, "auto: this build's fused kernels have no oneDNN for bf16 products"};
+  std::optional<PrecisionChoice> m = unmeasured(muon, device, "train.muon_precision");
+  if (!p || !m) {
+    const double ratio = bf16_speed_ratio();
+    const c10::ScalarType dtype = ratio >= kBf16Margin ? c10::kBFloat16 : c10::kFloat;
+    char buf[200];
+    std::snprintf(buf, sizeof buf, "auto: this CPU's bf16 products (%s) ran %.2fx fp32's here (2048x256x1024, %s %.2fx)",
+                  bf16_isa().c_str(), ratio, ratio >= kBf16Margin ? "bf16 from" : "fp32 below", kBf16Margin);
+    if (!p) p = PrecisionChoice{dtype, buf};
+    if (!m) m = PrecisionChoice{dtype, buf};
+  }
+  return {*p, *m};
+}
+
+PrecisionChoice choose_precision(Precision p, const c10::Device& device, bool bf16_usable) {
+  return choose_precisions(p, Precision::kFp32, device, bf16_usable).products;
 }
 
 bool native_bf16_products(const c10::Device& device) {
@@ -126,8 +156,7 @@ bool native_bf16_products(const c10::Device& device) {
 }
 
 c10::ScalarType muon_dtype(Precision p, const c10::Device& device) {
-  if (p == Precision::kAuto) return native_bf16_products(device) ? c10::kBFloat16 : c10::kFloat;
-  return compute_dtype(p, device);
+  return choose_precisions(Precision::kFp32, p, device).muon.dtype;
 }
 
 std::string precision_name(c10::ScalarType dtype) { return dtype == c10::kBFloat16 ? "bf16" : "fp32"; }

@@ -30,20 +30,31 @@ struct PrecisionChoice {
 /// A bf16 product must run at least this many times as fast as the fp32 one for auto to pick bf16 on a CPU.
 constexpr double kBf16Margin = 1.3;
 
-/// compute_dtype, except that auto on a CPU that multiplies bf16 in hardware (native_bf16_products) measures
-/// it: a product of a training shape (2048 x 256 @ 256 x 1024) in fp32 and in bf16 on this process's threads,
+/// A run's two precisions: its matrix products' (run.precision) and Muon's Newton-Schulz products'
+/// (train.muon_precision).
+struct RunPrecisions {
+  PrecisionChoice products, muon;
+};
+
+/// Both resolved on `device`. Under auto: bf16 on a CUDA GPU of compute capability >= 8.0; fp32 on a CPU
+/// without bf16 matrix instructions; on a CPU with them (AMX-BF16, AVX512-BF16) one measurement decides:
+/// a product of a training shape (2048 x 256 @ 256 x 1024) in fp32 and in bf16 on this process's threads,
 /// alternated, best of 3 each (about 0.1 s); bf16 when it runs at least kBf16Margin times as fast. The CPUs
-/// differ here: AMX tiles multiply bf16 several times as fast as fp32 kernels; AVX512-BF16 alone ran 2.3x fp32
-/// on one machine and 0.3-0.5x on another. Set run.precision to pin it (resume is bitwise in one precision).
-/// `bf16_usable` false (the kernels that would run cannot multiply bf16 in this build): auto stays fp32 on a CPU.
+/// differ here: AMX tiles multiply bf16 several times as fast as fp32 kernels; AVX512-BF16 alone ran 2.3x
+/// fp32 on one machine and 0.3-0.8x on another. `bf16_usable` false (the kernels that would run cannot
+/// multiply bf16 in this build): run.precision auto stays fp32 on a CPU. Throws ConfigError for bf16 on a
+/// CUDA GPU older than 8.0.
+RunPrecisions choose_precisions(Precision products, Precision muon, const c10::Device& device, bool bf16_usable = true);
+
+/// run.precision alone (choose_precisions).
 PrecisionChoice choose_precision(Precision p, const c10::Device& device, bool bf16_usable = true);
 
 /// True when `device` multiplies bf16 matrices in hardware: a CUDA GPU of compute capability >= 8.0, or a
 /// CPU with AVX512-BF16 or AMX-BF16 instructions and a LibTorch built with oneDNN (which uses them).
 bool native_bf16_products(const c10::Device& device);
 
-/// The dtype of Muon's Newton-Schulz products (train.muon_precision) on `device`: auto = bf16 where
-/// native_bf16_products, else fp32. Throws ConfigError for bf16 on a CUDA GPU older than 8.0.
+/// The dtype of Muon's Newton-Schulz products (train.muon_precision) on `device`, as choose_precisions
+/// resolves it (a training run resolves it once there, for every rank and a resume).
 c10::ScalarType muon_dtype(Precision p, const c10::Device& device);
 
 /// "fp32" or "bf16" for a compute dtype.
