@@ -39,13 +39,6 @@ std::string bf16_missing() {
     GTEST_SKIP() << why;                                      \
   }
 
-// Two LibTorch threads and one OpenBLAS thread a call (the fused set's plan on 2 cores).
-struct TwoThreads {
-  int threads = torch::get_num_threads(), blas = util::blas_threads();
-  TwoThreads() { util::set_compute_threads(2, 1); }
-  ~TwoThreads() { util::set_compute_threads(threads, std::max(1, blas)); }
-};
-
 // `steps` AdamW steps (clipped at 1) of a model built from seed 5 with `plan`, on one batch from seed 9; with
 // `freeze_table` the token table has no gradient. Returns the losses; `table` gets the table after.
 std::vector<double> losses_of(const model::GptConfig& arch, const model::ExecutionPlan& plan, int steps,
@@ -129,7 +122,7 @@ TEST(Bf16, WeightCopiesLastUntilTheOptimizerStep) {
 // printed (about 9e-4 on an AVX512-BF16 CPU; 3e-3 from fp32's). Both stay near fp32's losses.
 TEST(Bf16, TheFusedSetFollowsTheReferenceSetInBf16) {
   SKIP_WITHOUT_BF16();
-  TwoThreads threads;
+  FusedThreads threads;
   const torch::Device cpu(torch::kCPU);
   model::GptConfig recipe = small_arch();
   recipe.positions = model::Positions::kRope;
@@ -157,7 +150,7 @@ TEST(Bf16, TheFusedSetFollowsTheReferenceSetInBf16) {
 // A frozen token table stays bit-identical while the rest trains on bf16 products.
 TEST(Bf16, AFrozenTokenTableStaysBitIdentical) {
   SKIP_WITHOUT_BF16();
-  TwoThreads threads;
+  FusedThreads threads;
   const auto arch = small_arch();
   torch::manual_seed(5);
   const torch::Tensor before = model::Gpt(arch)->tok_emb->weight.detach().clone();

@@ -90,13 +90,6 @@ std::vector<double> twenty_losses(const model::GptConfig& arch, const model::Exe
   return losses;
 }
 
-// Two LibTorch threads and one OpenBLAS thread a call (the trainer's setting for the fused set).
-struct FusedThreads {
-  int threads = torch::get_num_threads(), blas = util::blas_threads();
-  FusedThreads() { util::set_compute_threads(2, 1); }
-  ~FusedThreads() { util::set_compute_threads(threads, std::max(1, blas)); }
-};
-
 }  // namespace
 
 TEST(Ops, FusedSetFollowsTheReferenceForEveryArchitecture) {

@@ -16,9 +16,14 @@
 #include <filesystem>
 #include <string>
 
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+
 #include "model/gpt_config.h"
 #include "test_paths.h"
 #include "tokenizer/tokenizer.h"
+#include "util/threads.h"
 
 namespace lm::test {
 
@@ -99,6 +104,14 @@ inline fs::path write_run_config(const ScratchDir& dir, const RunSpec& spec) {
   out << "train: {" << spec.train << "}\n" << spec.extra;
   return cfg;
 }
+
+/// For a test's scope: two LibTorch threads and one OpenBLAS thread a call (the fused set's plan on 2 cores),
+/// the counts before restored after.
+struct FusedThreads {
+  int threads = at::get_num_threads(), blas = util::blas_threads();
+  FusedThreads() { util::set_compute_threads(2, 1); }
+  ~FusedThreads() { util::set_compute_threads(threads, std::max(1, blas)); }
+};
 
 /// Result of running a command through /bin/sh.
 struct RunResult {
