@@ -104,9 +104,10 @@ util::RunPrecisions run_precision(const TrainJob& job, const torch::Device& devi
   // A resume keeps what its checkpoint trained in, for each precision under auto that it recorded.
   checkpoint::TrainerState was;
   if (!job.resume_from.empty()) was = checkpoint::read_trainer_state(job.resume_from);
-  auto kept = [](util::Precision p, const std::string& name) -> std::optional<util::PrecisionChoice> {
+  auto dtype = [](const std::string& name) { return name == "bf16" ? torch::kBFloat16 : torch::kFloat; };
+  auto kept = [&](util::Precision p, const std::string& name) -> std::optional<util::PrecisionChoice> {
     if (p != util::Precision::kAuto || (name != "fp32" && name != "bf16")) return std::nullopt;
-    return util::PrecisionChoice{name == "bf16" ? torch::kBFloat16 : torch::kFloat, "auto: as the run began"};
+    return util::PrecisionChoice{dtype(name), "auto: as the run began"};
   };
   const auto kept_products = kept(products, was.precision), kept_muon = kept(muon, was.muon_precision);
   // bf16 needs oneDNN in the build for the fused set, which auto and fused pick on a CPU
@@ -120,12 +121,7 @@ util::RunPrecisions run_precision(const TrainJob& job, const torch::Device& devi
   const bool measured = device.is_cpu() && ((products == util::Precision::kAuto && !kept_products) ||
                                             (muon == util::Precision::kAuto && !kept_muon));
   const std::string chosen = measured && job.group ? job.group->on_root("precision", choose) : choose();
-  std::vector<std::string> part;
-  for (size_t from = 0, at = 0; at != std::string::npos; from = at + 1) {
-    at = chosen.find('\n', from);
-    part.push_back(chosen.substr(from, at == std::string::npos ? std::string::npos : at - from));
-  }
-  auto dtype = [](const std::string& name) { return name == "bf16" ? torch::kBFloat16 : torch::kFloat; };
+  const std::vector<std::string> part = util::split(chosen, '\n');
   return {kept_products ? *kept_products : util::PrecisionChoice{dtype(part.at(0)), part.at(1)},
           kept_muon ? *kept_muon : util::PrecisionChoice{dtype(part.at(2)), part.at(3)}};
 }

@@ -209,8 +209,7 @@ at::Tensor next_token_loss(const at::Tensor& hidden, const at::Tensor& weight, c
                 "next_token_loss: a target outside the vocabulary of ", weight.size(0));
   }
   const bool grad = c10::GradMode::is_enabled();
-  const at::Tensor wb = weight_bf16.defined() ? weight_bf16 : at::empty({0}, weight.options());  // autograd: no undefined input
-  return HeadLossFn::apply(h, weight, y, wb, grad && h.requires_grad(), grad && weight.requires_grad(), softcap);
+  return HeadLossFn::apply(h, weight, y, copy_or_empty(weight_bf16, weight), grad && h.requires_grad(), grad && weight.requires_grad(), softcap);
 }
 
 }  // namespace lm::model::kernels

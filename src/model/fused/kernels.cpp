@@ -236,14 +236,9 @@ at::Tensor mm(const at::Tensor& a, const at::Tensor& b) {
   return out;
 }
 
-namespace {
-
-// The bf16 copy as an autograd input: an empty tensor for none (autograd takes no undefined input).
 at::Tensor copy_or_empty(const at::Tensor& weight_bf16, const at::Tensor& weight) {
   return weight_bf16.defined() ? weight_bf16 : at::empty({0}, weight.options());
 }
-
-}  // namespace
 
 at::Tensor linear_act(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, MlpActivation act,
                       const at::Tensor& weight_bf16) {

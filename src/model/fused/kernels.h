@@ -41,6 +41,10 @@ struct Product {
 };
 void mm_all(const std::vector<Product>& products);
 
+/// A weight's bf16 copy as an autograd input: the copy, or an empty tensor for none (fp32 products; autograd
+/// takes no undefined input). For the kernels' autograd functions.
+at::Tensor copy_or_empty(const at::Tensor& weight_bf16, const at::Tensor& weight);
+
 /// With bf16 products (the functions below that take `weight_bf16`): pass the weight's bf16 copy (model/
 /// weight_copies.h); the products then read it and the activations cast once to bf16, accumulate in fp32 and
 /// return fp32 (bf16_products.h), and the gradients of the fp32 weights are fp32. Undefined: fp32 products.
