@@ -80,7 +80,7 @@ TEST(Context, TheSameIdIsTheSameRowAndPositionsOrContextSeparateIt) {
 
 TEST(Context, EveryVectorMatchesAnIndependentPythonForward) {
   ScratchDir dir("context-cli");
-  for (const std::string& positions : {"learned", "rope"}) {
+  for (const std::string positions : {"learned", "rope"}) {
     RunSpec spec;
     spec.run = positions;
     spec.model += ", positions: " + positions;
@@ -142,7 +142,7 @@ TEST(Embed, PoolsMatchPythonAreDeterministicAndWriteEveryFormat) {
     }
   }
   ASSERT_GE(cut, 1) << "the last text is longer than T=16";
-  for (const std::string& pool : {"mean", "weighted", "last", "from-input"}) {
+  for (const std::string pool : {"mean", "weighted", "last", "from-input"}) {
     const fs::path npy = dir / (pool + ".npy");
     const std::string flag = pool == "from-input" ? " --from-input" : " --pool " + pool;
     auto r = run_lmtrain("embed" + ck + " --file " + lines.string() + flag + " --batch 3 --out " + npy.string());

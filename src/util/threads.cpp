@@ -39,9 +39,4 @@ std::string blas_core() {
   return name ? name : "";
 }
 
-SgemmFn cblas_sgemm() {
-  static const auto fn = reinterpret_cast<SgemmFn>(dlsym(RTLD_DEFAULT, "cblas_sgemm"));
-  return fn;
-}
-
 }  // namespace lm::util

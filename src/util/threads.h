@@ -26,11 +26,4 @@ int blas_threads();
 /// The kernels the loaded OpenBLAS runs ("Haswell", "SkylakeX", ...), or "" when OpenBLAS is not loaded.
 std::string blas_core();
 
-/// C's row-major single-precision product of the loaded BLAS (CBLAS's cblas_sgemm: order 101 row-major,
-/// transposes 111 no / 112 yes), for products too small to be worth a LibTorch call; null when the BLAS
-/// LibTorch loaded exports none.
-using SgemmFn = void (*)(int order, int trans_a, int trans_b, int m, int n, int k, float alpha, const float* a,
-                         int lda, const float* b, int ldb, float beta, float* c, int ldc);
-SgemmFn cblas_sgemm();
-
 }  // namespace lm::util

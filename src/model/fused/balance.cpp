@@ -83,17 +83,6 @@ int64_t find_row_unit() {
   return 0;
 }
 
-struct State {
-  std::mutex mu;
-  std::array<std::vector<double>, static_cast<size_t>(Region::kCount)> speed;  // relative, per thread
-  std::vector<double> pinned;
-};
-
-State& state() {
-  static State s;
-  return s;
-}
-
 }  // namespace
 
 void multiply(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, bool accumulate, double alpha) {
@@ -123,13 +112,12 @@ const char* equal_shares_reason(int64_t threads) {
 
 }  // namespace
 
-Plan plan(Region kind, int64_t threads) {
+Plan Scheduler::plan(Region kind, int64_t threads) {
   Plan out{std::vector<double>(static_cast<size_t>(threads), 1.0 / static_cast<double>(threads)), 8};
   if (equal_shares_reason(threads) != nullptr) return out;
   out.unit = row_unit();
-  State& s = state();
-  const std::lock_guard<std::mutex> lock(s.mu);
-  const std::vector<double>& from = s.pinned.empty() ? s.speed[static_cast<size_t>(kind)] : s.pinned;
+  const std::lock_guard<std::mutex> lock(mu_);
+  const std::vector<double>& from = pinned_.empty() ? speed_[static_cast<size_t>(kind)] : pinned_;
   if (from.size() != out.shares.size()) return out;
   const double total = std::accumulate(from.begin(), from.end(), 0.0);
   for (size_t t = 0; t < out.shares.size(); ++t) out.shares[t] = from[t] / total;
@@ -141,7 +129,7 @@ std::string describe(int64_t threads) {
   return reason != nullptr ? reason : "by measured thread speed, rows cut at multiples of " + std::to_string(row_unit());
 }
 
-void record(Region kind, const std::vector<double>& work, const std::vector<double>& seconds) {
+void Scheduler::record(Region kind, const std::vector<double>& work, const std::vector<double>& seconds) {
   const size_t threads = work.size();
   std::vector<double> speed(threads);
   for (size_t t = 0; t < threads; ++t) {
@@ -149,17 +137,15 @@ void record(Region kind, const std::vector<double>& work, const std::vector<doub
     speed[t] = work[t] / seconds[t];
   }
   const double mean = std::accumulate(speed.begin(), speed.end(), 0.0) / static_cast<double>(threads);
-  State& s = state();
-  const std::lock_guard<std::mutex> lock(s.mu);
-  std::vector<double>& level = s.speed[static_cast<size_t>(kind)];
+  const std::lock_guard<std::mutex> lock(mu_);
+  std::vector<double>& level = speed_[static_cast<size_t>(kind)];
   if (level.size() != threads) level.assign(threads, 1.0);
   for (size_t t = 0; t < threads; ++t) level[t] += kRate * (std::clamp(speed[t] / mean, kMinSpeed, kMaxSpeed) - level[t]);
 }
 
-void pin_shares(std::vector<double> shares) {
-  State& s = state();
-  const std::lock_guard<std::mutex> lock(s.mu);
-  s.pinned = std::move(shares);
+void Scheduler::pin_shares(std::vector<double> shares) {
+  const std::lock_guard<std::mutex> lock(mu_);
+  pinned_ = std::move(shares);
 }
 
 std::vector<std::vector<Piece>> cut(const std::vector<Span>& spans, const std::vector<double>& shares, int64_t unit) {

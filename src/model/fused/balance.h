@@ -12,10 +12,12 @@
 
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
 
+#include <array>
 #include <chrono>
-
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -38,25 +40,38 @@ int64_t row_unit();
 /// The kinds of region whose speeds are measured apart (the loss head's region also runs its softmax).
 enum class Region { kProducts, kHead, kCount };
 
-/// How to cut the next region of this kind over `threads` threads: each thread's share (summing to 1) and
-/// the row unit for cut(). The shares follow the speeds measured in earlier regions when OpenBLAS runs one
-/// thread per call (its own threads would split each piece their own way) and row_unit() found a unit; else
-/// (or before any measurement, or pinned) they are equal, and the cuts fixed.
+/// How to cut a region over `threads` threads: each thread's share (summing to 1) and the row unit for cut().
 struct Plan {
   std::vector<double> shares;
   int64_t unit;
 };
-Plan plan(Region kind, int64_t threads);
+
+/// The threads' measured speeds, per kind of region, and the shares they give: owned by one fused set of
+/// operations (fused_ops.h), which hands it to every kernel it calls. The kernels' autograd functions keep
+/// it for their backward products (the reason it is reference-counted: a capsule in the autograd context).
+class Scheduler : public torch::CustomClassHolder {
+ public:
+  /// How to cut the next region of this kind: the shares follow the speeds measured in earlier regions when
+  /// OpenBLAS runs one thread per call (its own threads would split each piece their own way) and row_unit()
+  /// found a unit; else (or before any measurement, or pinned) they are equal, and the cuts fixed.
+  Plan plan(Region kind, int64_t threads);
+
+  /// A finished region: what each thread did (work in any unit common to the threads) and in how many seconds.
+  void record(Region kind, const std::vector<double>& work, const std::vector<double>& seconds);
+
+  /// For tests: every region's shares fixed to these (normalised); empty: measured again.
+  void pin_shares(std::vector<double> shares);
+
+ private:
+  std::mutex mu_;
+  std::array<std::vector<double>, static_cast<size_t>(Region::kCount)> speed_;  ///< relative, per thread
+  std::vector<double> pinned_;
+};
+using SchedulerPtr = c10::intrusive_ptr<Scheduler>;
 
 /// The plan's rule in words, for the training log: "by measured thread speed, rows cut at multiples of 12" or
 /// why the shares stay equal.
 std::string describe(int64_t threads);
-
-/// A finished region: what each thread did (work in any unit common to the threads) and in how many seconds.
-void record(Region kind, const std::vector<double>& work, const std::vector<double>& seconds);
-
-/// For tests: every region's shares fixed to these (normalised); empty: measured again.
-void pin_shares(std::vector<double> shares);
 
 /// A product's rows laid out for cutting: how many, and the work of one row.
 struct Span {
@@ -76,10 +91,10 @@ struct Piece {
 std::vector<std::vector<Piece>> cut(const std::vector<Span>& spans, const std::vector<double>& shares, int64_t unit);
 
 /// One parallel region over LibTorch's threads: thread t runs body(piece) for each of pieces[t] with grad
-/// mode off, timed; then the region is recorded (work: rows x their span's row_work). Compiled into the
-/// caller, which needs -fopenmp (CMakeLists.txt).
+/// mode off, timed; then the region is recorded in `scheduler` (work: rows x their span's row_work). Compiled
+/// into the caller, which needs -fopenmp (CMakeLists.txt).
 template <typename Body>
-void run_pieces(Region kind, const std::vector<Span>& spans, const std::vector<std::vector<Piece>>& pieces,
+void run_pieces(Scheduler& scheduler, Region kind, const std::vector<Span>& spans, const std::vector<std::vector<Piece>>& pieces,
                 const Body& body) {
   std::vector<double> work(pieces.size(), 0.0), seconds(pieces.size(), 0.0);
   at::parallel_for(0, static_cast<int64_t>(pieces.size()), 1, [&](int64_t begin, int64_t end) {
@@ -93,7 +108,7 @@ void run_pieces(Region kind, const std::vector<Span>& spans, const std::vector<s
       seconds[t] = std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
     }
   });
-  record(kind, work, seconds);
+  scheduler.record(kind, work, seconds);
 }
 
 }  // namespace lm::model::kernels::balance

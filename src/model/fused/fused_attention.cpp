@@ -17,7 +17,6 @@
 
 #include "model/fused/kernels.h"
 #include "model/fused/simd.h"
-#include "util/threads.h"
 
 namespace lm::model::kernels {
 
@@ -33,36 +32,19 @@ struct Mat {
   bool t = false;
 };
 
-// op(x) as a (rows, cols) tensor over x's memory: a view, no copy.
-at::Tensor view_of(const Mat& x, int64_t rows, int64_t cols) {
-  auto* p = const_cast<float*>(x.p);
-  return x.t ? at::from_blob(p, {rows, cols}, {1, x.ld}, at::kFloat) : at::from_blob(p, {rows, cols}, {x.ld, 1}, at::kFloat);
-}
-
-// Row-major c (M x N, rows ldc apart) = alpha op(a) op(b) + beta c, op(a) M x K and op(b) K x N, on the
-// calling thread; beta 0 ignores c's old contents. simd.h's small_gemm over the causal `part` when b is read
-// as it is (the callers hand it K^T and V^T already transposed); else the whole product (the weights are
-// zero outside the triangle): straight to the BLAS's cblas_sgemm where it has one (a LibTorch call and its
-// tensor views cost about as much as the product at these sizes), else LibTorch's addmm.
+// Row-major c (M x N, rows ldc apart) = alpha op(a) b + beta c, op(a) M x K and b K x N (read as it is: the
+// callers hand K^T and V^T already transposed), on the calling thread over the causal `part` (simd.h's
+// small_gemm); beta 0 ignores c's old contents.
 void gemm(int64_t M, int64_t N, int64_t K, float alpha, const Mat& a, const Mat& b, float beta, float* c, int64_t ldc,
           Causal part) {
-  if (!b.t && small_gemm(M, N, K, alpha, a.p, a.ld, a.t, b.p, b.ld, beta, c, ldc, part)) return;
-  static const util::SgemmFn sgemm = util::cblas_sgemm();
-  if (sgemm != nullptr) {
-    constexpr int kRowMajor = 101, kNo = 111, kYes = 112;
-    sgemm(kRowMajor, a.t ? kYes : kNo, b.t ? kYes : kNo, static_cast<int>(M), static_cast<int>(N), static_cast<int>(K),
-          alpha, a.p, static_cast<int>(a.ld), b.p, static_cast<int>(b.ld), beta, c, static_cast<int>(ldc));
-    return;
-  }
-  at::Tensor out = view_of({c, ldc}, M, N);
-  at::addmm_out(out, out, view_of(a, M, K), view_of(b, K, N), beta, alpha);
+  small_gemm(M, N, K, alpha, a.p, a.ld, a.t, b.p, b.ld, beta, c, ldc, part);
 }
 
 // x^T for x (rows x cols, rows ld apart): its transpose written into `buf` (cols x rows) by simd.h, which
-// small_gemm then reads row by row; else x read transposed in place (the BLAS's own layout does the rest).
+// small_gemm then reads row by row.
 Mat transposed(const float* x, int64_t rows, int64_t cols, int64_t ld, std::vector<float>& buf) {
-  if (transpose(x, rows, cols, ld, buf.data(), rows)) return {buf.data(), rows};
-  return {x, ld, true};
+  transpose(x, rows, cols, ld, buf.data(), rows);
+  return {buf.data(), rows};
 }
 
 // Where pair i (sequence i / H, head i % H) starts in a (B,T,width) buffer whose heads are D columns wide.
@@ -92,8 +74,7 @@ void zeros_after_keys(float* row, int64_t r, int64_t T) {
 
 // w = the causal softmax of the T x T scores s (only each row's own keys read: the rest may be anything), row
 // by row (simd.h), each row followed by the zeros the products over w read (above); LibTorch's
-// softmax of the masked scores, every row whole, on a CPU without AVX2 (whose BLAS products read whole rows)
-// or when a row holds a NaN or an infinity.
+// softmax of the masked scores, every row whole, when a row holds a NaN or an infinity.
 void softmax_causal(at::Tensor& s, at::Tensor& w) {
   float *sp = s.data_ptr<float>(), *wp = w.data_ptr<float>();
   const int64_t T = s.size(0);
@@ -109,19 +90,15 @@ void softmax_causal(at::Tensor& s, at::Tensor& w) {
 }
 
 // ds = the softmax's backward of dp for causal weights w (each row's own keys of w and dp read; ds followed by
-// the same zeros as w). LibTorch's softmax backward, every row whole, on a CPU without AVX2 (dp's future set
-// to zero first, so the whole rows' sums never depend on it).
-void softmax_causal_backward(at::Tensor& ds, at::Tensor& dp, const at::Tensor& w) {
-  float *dsp = ds.data_ptr<float>(), *dpp = dp.data_ptr<float>();
+// the same zeros as w), row by row (simd.h).
+void softmax_causal_backward(at::Tensor& ds, const at::Tensor& dp, const at::Tensor& w) {
+  float* dsp = ds.data_ptr<float>();
+  const float* dpp = dp.data_ptr<float>();
   const float* wp = w.data_ptr<float>();
   const int64_t T = ds.size(0);
   for (int64_t r = 0; r < T; ++r) {
     const int64_t o = r * T;
-    if (!softmax_backward_row(wp + o, dpp + o, dsp + o, r + 1)) {
-      fill_future(dp, 0.0f);
-      at::_softmax_backward_data_out(ds, dp, w, 1, at::kFloat);  // masked: P = 0
-      return;
-    }
+    softmax_backward_row(wp + o, dpp + o, dsp + o, r + 1);
     zeros_after_keys(dsp + o, r, T);
   }
 }

@@ -36,7 +36,7 @@ constexpr float kTinyProbability = 1e-30f;
 
 // The rows of one thread's block `lg` (their logits already in place, from rows `hb` of the hidden states):
 // softmax in place, one row at a time while it sits in cache (simd.h's loop; LibTorch's vectorised kernel,
-// serial inside a parallel region, on a CPU without AVX2 or for a row holding a NaN or an infinity); minus
+// serial inside a parallel region, for a row holding a NaN or an infinity); minus
 // one at each target when `grad` (the 1/N is the gradient products' alpha). Writes each row's loss,
 // -log p(target), to `loss`: the log-normaliser minus the target's logit, or, after LibTorch's softmax, from
 // the probability, a row whose target probability underflows getting its logits again (one row-vector
@@ -98,7 +98,8 @@ struct HeadLossFn : public torch::autograd::Function<HeadLossFn> {
   // bf16 copy (empty: fp32 products), read by the three products, h and the logits' gradients cast to bf16
   // for them, everything between them fp32.
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& h, const at::Tensor& w, const at::Tensor& y,
-                            const at::Tensor& wb, bool want_h, bool want_w, double softcap) {
+                            const at::Tensor& wb, bool want_h, bool want_w, double softcap, const c10::IValue& sched) {
+    Scheduler& scheduler = scheduler_of(sched);
     const int64_t N = h.size(0), V = w.size(0);
     const int64_t threads = std::max(1, at::get_num_threads());
     const int64_t per_thread = std::clamp<int64_t>(kBlockBytes / (V * static_cast<int64_t>(sizeof(float))), 8, kRowsPerThread);
@@ -139,9 +140,9 @@ struct HeadLossFn : public torch::autograd::Function<HeadLossFn> {
         continue;
       }
       // The block's rows cut by the threads' speeds (balance.h: the logits' and dh's bits do not depend on the cut).
-      const balance::Plan plan = balance::plan(balance::Region::kHead, threads);
+      const balance::Plan plan = scheduler.plan(balance::Region::kHead, threads);
       const std::vector<balance::Span> spans{{n, static_cast<double>(h.size(1)) * static_cast<double>(V)}};
-      balance::run_pieces(balance::Region::kHead, spans, balance::cut(spans, plan.shares, plan.unit), [&](const balance::Piece& k) {
+      balance::run_pieces(scheduler, balance::Region::kHead, spans, balance::cut(spans, plan.shares, plan.unit), [&](const balance::Piece& k) {
         at::Tensor block = lg.narrow(0, k.lo, k.n);
         at::mm_out(block, hc.narrow(0, k.lo, k.n), wt);
         finish_rows(block, hc.narrow(0, k.lo, k.n), w, yc.narrow(0, k.lo, k.n), grad, softcap, cap_rows,
@@ -152,7 +153,7 @@ struct HeadLossFn : public torch::autograd::Function<HeadLossFn> {
         }
       });
       total = std::accumulate(losses.begin(), losses.begin() + n, total);
-      if (want_w) mm_into(dw, lg.t(), hc, /*accumulate=*/c0 > 0, inv_n);  // (V,n) @ (n,C)
+      if (want_w) mm_into(scheduler, dw, lg.t(), hc, /*accumulate=*/c0 > 0, inv_n);  // (V,n) @ (n,C)
     }
     ctx->save_for_backward({dh, dw});
     return at::full({}, total / static_cast<double>(N), h.options());
@@ -165,7 +166,8 @@ struct HeadLossFn : public torch::autograd::Function<HeadLossFn> {
     const at::Tensor& g = grads[0];
     const bool one = g.numel() == 1 && g.is_cpu() && g.item<double>() == 1.0;
     auto scaled = [&](const at::Tensor& t) { return t.defined() && !one ? t * g : t; };
-    return {scaled(saved[0]), scaled(saved[1]), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+    return {scaled(saved[0]), scaled(saved[1]), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(),
+            at::Tensor()};
   }
 };
 
@@ -197,8 +199,8 @@ at::Tensor embedding(const at::Tensor& table, const at::Tensor& ids) {
   return EmbeddingFn::apply(table, ids.to(at::kLong));
 }
 
-at::Tensor next_token_loss(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& targets,
-                           double softcap, const at::Tensor& weight_bf16) {
+at::Tensor next_token_loss(const SchedulerPtr& scheduler, const at::Tensor& hidden, const at::Tensor& weight,
+                           const at::Tensor& targets, double softcap, const at::Tensor& weight_bf16) {
   const at::Tensor h = hidden.reshape({-1, hidden.size(-1)}).contiguous();
   const at::Tensor y = targets.reshape({-1}).to(at::kLong).contiguous();
   // The softmax rows are indexed by target without a bounds check: say so here instead (token files are
@@ -209,7 +211,8 @@ at::Tensor next_token_loss(const at::Tensor& hidden, const at::Tensor& weight, c
                 "next_token_loss: a target outside the vocabulary of ", weight.size(0));
   }
   const bool grad = c10::GradMode::is_enabled();
-  return HeadLossFn::apply(h, weight, y, copy_or_empty(weight_bf16, weight), grad && h.requires_grad(), grad && weight.requires_grad(), softcap);
+  return HeadLossFn::apply(h, weight, y, copy_or_empty(weight_bf16, weight), grad && h.requires_grad(),
+                           grad && weight.requires_grad(), softcap, scheduler_value(scheduler));
 }
 
 }  // namespace lm::model::kernels

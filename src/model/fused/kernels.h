@@ -17,15 +17,23 @@
 #include <functional>
 #include <vector>
 
+#include "model/fused/balance.h"
 #include "model/gpt_config.h"
 
 namespace lm::model::kernels {
 
+using balance::Scheduler;
+using balance::SchedulerPtr;
+
+/// Every function below takes the scheduler of the fused set that calls it (balance.h: the threads' measured
+/// speeds, which cut each product's rows); those with autograd keep it for their backward products.
+///
 /// out (M,N) = alpha a (M,K) @ b (K,N), or out += alpha a @ b when `accumulate`, its rows split over
-/// LibTorch's threads; with bf16 a and b (out fp32) the whole product on oneDNN's threads (bf16_products.h). Any operand may be a transposed or narrowed view whose rows or
-/// columns are contiguous. No autograd.
-void mm_into(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, bool accumulate = false, double alpha = 1.0);
-at::Tensor mm(const at::Tensor& a, const at::Tensor& b);
+/// LibTorch's threads; with bf16 a and b (out fp32) the whole product on oneDNN's threads (bf16_products.h).
+/// Any operand may be a transposed or narrowed view whose rows or columns are contiguous. No autograd.
+void mm_into(Scheduler& scheduler, at::Tensor& out, const at::Tensor& a, const at::Tensor& b, bool accumulate = false,
+             double alpha = 1.0);
+at::Tensor mm(Scheduler& scheduler, const at::Tensor& a, const at::Tensor& b);
 
 /// out = a @ b (or out += a @ b) for each; independent products run at the same time: their rows laid end
 /// to end and cut into one run per thread (with two threads and two products of equal work on threads of
@@ -39,18 +47,23 @@ struct Product {
   /// fresh in cache).
   std::function<void(int64_t lo, int64_t n)> after = nullptr;
 };
-void mm_all(const std::vector<Product>& products);
+void mm_all(Scheduler& scheduler, const std::vector<Product>& products);
 
 /// A weight's bf16 copy as an autograd input: the copy, or an empty tensor for none (fp32 products; autograd
 /// takes no undefined input). For the kernels' autograd functions.
 at::Tensor copy_or_empty(const at::Tensor& weight_bf16, const at::Tensor& weight);
+
+/// The scheduler as the kernels' autograd functions take it and keep it for backward: an IValue (a capsule,
+/// since autograd's context keeps IValues), and the scheduler such a value holds.
+c10::IValue scheduler_value(const SchedulerPtr& scheduler);
+Scheduler& scheduler_of(const c10::IValue& value);
 
 /// With bf16 products (the functions below that take `weight_bf16`): pass the weight's bf16 copy (model/
 /// weight_copies.h); the products then read it and the activations cast once to bf16, accumulate in fp32 and
 /// return fp32 (bf16_products.h), and the gradients of the fp32 weights are fp32. Undefined: fp32 products.
 ///
 /// x (..., in) W^T + b with autograd (b may be undefined); products through mm_into.
-at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+at::Tensor linear(const SchedulerPtr& scheduler, const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                   const at::Tensor& weight_bf16 = {});
 
 /// act(x W^T + b) for x (..., in) with autograd, act the erf GELU (as torch::gelu(linear(x, weight, bias)))
@@ -58,8 +71,8 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& weight, const at::Tenso
 /// the block is made, with its derivative when a gradient is wanted (kept for backward), and backward
 /// multiplies by that derivative and takes its share of the bias gradient in one pass per block. `bias`
 /// may be undefined (model.bias false).
-at::Tensor linear_act(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, MlpActivation act,
-                      const at::Tensor& weight_bf16 = {});
+at::Tensor linear_act(const SchedulerPtr& scheduler, const at::Tensor& x, const at::Tensor& weight,
+                      const at::Tensor& bias, MlpActivation act, const at::Tensor& weight_bf16 = {});
 
 /// Ops::prepare_qk of qkv (B,T,3C) with autograd: each head's q and k scaled to unit RMS (qk_norm), then
 /// rotated by cos, sin (T, D/2) (undefined: no rotation), v copied; one pass over the rows per direction.
@@ -70,8 +83,8 @@ at::Tensor prepare_qk(const at::Tensor& qkv, int64_t heads, bool qk_norm, const 
 /// each block live only in a reused buffer, and when a gradient is wanted it is computed right there
 /// ((softmax - one-hot), times the cap's slope 1 - tanh^2) and kept for backward, so no logits,
 /// log-probabilities or their gradients are ever stored.
-at::Tensor next_token_loss(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& targets,
-                           double softcap = 0.0, const at::Tensor& weight_bf16 = {});
+at::Tensor next_token_loss(const SchedulerPtr& scheduler, const at::Tensor& hidden, const at::Tensor& weight,
+                           const at::Tensor& targets, double softcap = 0.0, const at::Tensor& weight_bf16 = {});
 
 /// The rows of `table` (V,C) at `ids` (any shape) with autograd, as at::embedding. Its gradient is sparse
 /// (the ids and their rows, as nn.Embedding(sparse=True)): for a table tied to the head of next_token_loss,

@@ -1,5 +1,18 @@
 #include "model/fused/simd.h"
 
+#include <stdexcept>
+
+namespace lm::model::kernels {
+namespace {
+
+// The loops' answer on a CPU without AVX2 and FMA, where the fused set is refused before any of them runs.
+[[noreturn]] void no_loops() {
+  throw std::logic_error("the fused kernels' loops need AVX2 and FMA, which this CPU lacks (make_ops refuses the fused set here)");
+}
+
+}  // namespace
+}  // namespace lm::model::kernels
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
@@ -167,40 +180,40 @@ std::atomic<int> g_cap{16};
 
 int simd_lanes() { return std::min(cpu_lanes(), g_cap.load(std::memory_order_relaxed)); }
 
-// A cap between the widths takes the narrower, so simd_lanes() is always 0, 8 or 16.
-void cap_simd_lanes(int lanes) { g_cap.store(lanes >= 16 ? 16 : lanes >= 8 ? 8 : 0, std::memory_order_relaxed); }
+// A cap between the widths takes the narrower; below 8, 8 (the loops have no narrower form).
+void cap_simd_lanes(int lanes) { g_cap.store(lanes >= 16 ? 16 : 8, std::memory_order_relaxed); }
 
 bool simd_loops() { return simd_lanes() >= 8; }
 
-bool gelu_forward(const float* x, float* y, float* d, int64_t n) {
+void gelu_forward(const float* x, float* y, float* d, int64_t n) {
   switch (simd_lanes()) {
-    case 16: avx512::gelu_forward(x, y, d, n); return true;
-    case 8: avx2::gelu_forward(x, y, d, n); return true;
-    default: return false;
+    case 16: return avx512::gelu_forward(x, y, d, n);
+    case 8: return avx2::gelu_forward(x, y, d, n);
+    default: no_loops();
   }
 }
 
-bool relu2_forward(const float* x, float* y, float* d, int64_t n) {
+void relu2_forward(const float* x, float* y, float* d, int64_t n) {
   switch (simd_lanes()) {
-    case 16: avx512::relu2_forward(x, y, d, n); return true;
-    case 8: avx2::relu2_forward(x, y, d, n); return true;
-    default: return false;
+    case 16: return avx512::relu2_forward(x, y, d, n);
+    case 8: return avx2::relu2_forward(x, y, d, n);
+    default: no_loops();
   }
 }
 
-bool multiply_rows(const float* g, const float* d, float* dx, int64_t rows, int64_t cols, float* col_sums) {
+void multiply_rows(const float* g, const float* d, float* dx, int64_t rows, int64_t cols, float* col_sums) {
   switch (simd_lanes()) {
-    case 16: avx512::multiply_rows(g, d, dx, rows, cols, col_sums); return true;
-    case 8: avx2::multiply_rows(g, d, dx, rows, cols, col_sums); return true;
-    default: return false;
+    case 16: return avx512::multiply_rows(g, d, dx, rows, cols, col_sums);
+    case 8: return avx2::multiply_rows(g, d, dx, rows, cols, col_sums);
+    default: no_loops();
   }
 }
 
-bool add_column_sums(const float* a, int64_t rows, int64_t cols, float* col_sums) {
+void add_column_sums(const float* a, int64_t rows, int64_t cols, float* col_sums) {
   switch (simd_lanes()) {
-    case 16: avx512::column_sums(a, rows, cols, col_sums); return true;
-    case 8: avx2::column_sums(a, rows, cols, col_sums); return true;
-    default: return false;
+    case 16: return avx512::column_sums(a, rows, cols, col_sums);
+    case 8: return avx2::column_sums(a, rows, cols, col_sums);
+    default: no_loops();
   }
 }
 
@@ -208,80 +221,78 @@ bool softmax_row(const float* x, float* y, int64_t n, double* log_norm) {
   switch (simd_lanes()) {
     case 16: return avx512::softmax(x, y, n, log_norm);
     case 8: return avx2::softmax(x, y, n, log_norm);
-    default: return false;
+    default: no_loops();
   }
 }
 
-bool softmax_backward_row(const float* p, const float* dp, float* ds, int64_t n) {
+void softmax_backward_row(const float* p, const float* dp, float* ds, int64_t n) {
   switch (simd_lanes()) {
-    case 16: avx512::softmax_backward(p, dp, ds, n); return true;
-    case 8: avx2::softmax_backward(p, dp, ds, n); return true;
-    default: return false;
+    case 16: return avx512::softmax_backward(p, dp, ds, n);
+    case 8: return avx2::softmax_backward(p, dp, ds, n);
+    default: no_loops();
   }
 }
 
-bool qk_rows(const float* in, float* out, float* factors, const float* c, const float* s, int64_t first, int64_t rows,
+void qk_rows(const float* in, float* out, float* factors, const float* c, const float* s, int64_t first, int64_t rows,
              int64_t T, int64_t H, int64_t D, bool norm, float eps) {
   switch (simd_lanes()) {
-    case 16: avx512::qk_rows(in, out, factors, c, s, first, rows, T, H, D, norm, eps); return true;
-    case 8: avx2::qk_rows(in, out, factors, c, s, first, rows, T, H, D, norm, eps); return true;
-    default: return false;
+    case 16: return avx512::qk_rows(in, out, factors, c, s, first, rows, T, H, D, norm, eps);
+    case 8: return avx2::qk_rows(in, out, factors, c, s, first, rows, T, H, D, norm, eps);
+    default: no_loops();
   }
 }
 
-bool qk_rows_backward(const float* g, const float* in, const float* factors, float* dx, const float* c, const float* s,
+void qk_rows_backward(const float* g, const float* in, const float* factors, float* dx, const float* c, const float* s,
                       int64_t first, int64_t rows, int64_t T, int64_t H, int64_t D, bool norm) {
   switch (simd_lanes()) {
-    case 16: avx512::qk_rows_backward(g, in, factors, dx, c, s, first, rows, T, H, D, norm); return true;
-    case 8: avx2::qk_rows_backward(g, in, factors, dx, c, s, first, rows, T, H, D, norm); return true;
-    default: return false;
+    case 16: return avx512::qk_rows_backward(g, in, factors, dx, c, s, first, rows, T, H, D, norm);
+    case 8: return avx2::qk_rows_backward(g, in, factors, dx, c, s, first, rows, T, H, D, norm);
+    default: no_loops();
   }
 }
 
-bool transpose(const float* src, int64_t rows, int64_t cols, int64_t lds, float* dst, int64_t ldd) {
-  if (!simd_loops()) return false;
+void transpose(const float* src, int64_t rows, int64_t cols, int64_t lds, float* dst, int64_t ldd) {
+  if (!simd_loops()) no_loops();
   avx2::transpose_avx2(src, rows, cols, lds, dst, ldd);
-  return true;
 }
 
-bool small_gemm(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t lda, bool ta, const float* b,
+void small_gemm(int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t lda, bool ta, const float* b,
                 int64_t ldb, float beta, float* c, int64_t ldc, Causal part) {
-  if (!simd_loops()) return false;
+  if (!simd_loops()) no_loops();
   if (ta) {
     avx2::small_gemm_avx2<true>(M, N, K, alpha, a, lda, b, ldb, beta, c, ldc, part);
   } else {
     avx2::small_gemm_avx2<false>(M, N, K, alpha, a, lda, b, ldb, beta, c, ldc, part);
   }
-  return true;
 }
 
 }  // namespace lm::model::kernels
 
-#else  // not x86: no AVX2, the callers take LibTorch's ops
+#else  // not x86: no AVX2, so the fused set is refused (model/make_ops.cpp) and nothing calls the loops
 
 namespace lm::model::kernels {
 
 bool simd_loops() { return false; }
 int simd_lanes() { return 0; }
 void cap_simd_lanes(int) {}
-bool gelu_forward(const float*, float*, float*, int64_t) { return false; }
-bool relu2_forward(const float*, float*, float*, int64_t) { return false; }
-bool multiply_rows(const float*, const float*, float*, int64_t, int64_t, float*) { return false; }
-bool add_column_sums(const float*, int64_t, int64_t, float*) { return false; }
-bool softmax_row(const float*, float*, int64_t, double*) { return false; }
-bool softmax_backward_row(const float*, const float*, float*, int64_t) { return false; }
-bool small_gemm(int64_t, int64_t, int64_t, float, const float*, int64_t, bool, const float*, int64_t, float, float*,
+void gelu_forward(const float*, float*, float*, int64_t) { no_loops(); }
+void relu2_forward(const float*, float*, float*, int64_t) { no_loops(); }
+void multiply_rows(const float*, const float*, float*, int64_t, int64_t, float*) { no_loops(); }
+void add_column_sums(const float*, int64_t, int64_t, float*) { no_loops(); }
+bool softmax_row(const float*, float*, int64_t, double*) { no_loops(); }
+void softmax_backward_row(const float*, const float*, float*, int64_t) { no_loops(); }
+void small_gemm(int64_t, int64_t, int64_t, float, const float*, int64_t, bool, const float*, int64_t, float, float*,
                 int64_t, Causal) {
-  return false;
+  no_loops();
 }
-bool transpose(const float*, int64_t, int64_t, int64_t, float*, int64_t) { return false; }
-bool qk_rows(const float*, float*, float*, const float*, const float*, int64_t, int64_t, int64_t, int64_t, int64_t, bool,
+void transpose(const float*, int64_t, int64_t, int64_t, float*, int64_t) { no_loops(); }
+void qk_rows(const float*, float*, float*, const float*, const float*, int64_t, int64_t, int64_t, int64_t, int64_t, bool,
              float) {
-  return false;
+  no_loops();
 }
-bool qk_rows_backward(const float*, const float*, const float*, float*, const float*, const float*, int64_t, int64_t,
+void qk_rows_backward(const float*, const float*, const float*, float*, const float*, const float*, int64_t, int64_t,
                       int64_t, int64_t, int64_t, bool) {
-  return false;
+  no_loops();
 }
 
 }  // namespace lm::model::kernels
