@@ -12,6 +12,7 @@
 #    periodic validation), the baseline then each row in every round. A row's speed is the median seconds
 #    per step of steps 11 onwards, its ratio the baseline's of the same round over it; the median of the
 #    rounds' ratios is the tokens/s figure that stands up to a machine whose speed drifts over minutes.
+#    SPEED_ONLY=1 skips steps 1-3 and prints the speed table alone.
 # The runs follow one another in one invocation, each in its own process. Output: docs/BENCHMARKS.md.
 # Usage: scripts/bench_recipe.sh [--corpus kjv|ko] [--rows NAME,NAME,...] [--set KEY=VALUE ...]
 #                                [--candidate 'NAME|KEY=VALUE KEY=VALUE ...' ...]
@@ -100,6 +101,7 @@ for row in "${ROWS[@]}"; do
   names+=("$name")
   specs+=("$row")
   desc=${sets:-the baseline}
+  [ "${SPEED_ONLY:-0}" = 1 ] && continue
   echo "== $name: ${desc#@}"
   run_row "$sets" "$out/$name" --set "train.max_steps=$steps" --set "train.eval_every=$eval_every" \
     --set train.eval_batches=1000000000 --set train.log_every=1
@@ -114,9 +116,9 @@ for round in $(seq "$speed_rounds"); do
       --set train.warmup_steps=10 --set train.eval_every=0 --set train.log_every=1
   done
 done
-/usr/bin/python3 - "$out" "$speed_rounds" "${names[@]}" <<'PY'
+/usr/bin/python3 - "$out" "$speed_rounds" "${SPEED_ONLY:-0}" "${names[@]}" <<'PY'
 import json, statistics, sys
-out, rounds, names = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+out, rounds, speed_only, names = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1", sys.argv[4:]
 bpb = "ko" in out  # the Korean table in bits per byte
 
 def curve(name):
@@ -136,13 +138,14 @@ def curve(name):
             last = r["time"]
     return points
 
-base = curve("baseline")
-L0, W0 = base[-1][2], base[-1][1]
-unit = "bits/byte" if bpb else "nats/token"
-print(f"baseline: L0 = {L0:.4f} {unit} at step {base[-1][0]}, W0 = {W0:.1f} s of training")
-print(f"{'row':12} {'steps to L0':>11} {'s to L0':>8} {'share of W0':>11} {'val at W0':>10} {'vs L0':>8} {'s/step':>7} {'tokens/s':>8}")
-base_step = base[-1][1] / base[-1][0]
-for name in names:
+base = [] if speed_only else curve("baseline")
+if base:
+    L0, W0 = base[-1][2], base[-1][1]
+    unit = "bits/byte" if bpb else "nats/token"
+    print(f"baseline: L0 = {L0:.4f} {unit} at step {base[-1][0]}, W0 = {W0:.1f} s of training")
+    print(f"{'row':12} {'steps to L0':>11} {'s to L0':>8} {'share of W0':>11} {'val at W0':>10} {'vs L0':>8} {'s/step':>7} {'tokens/s':>8}")
+    base_step = base[-1][1] / base[-1][0]
+for name in names if base else []:
     pts = curve(name)
     reach = next(((s, t) for s, t, l in pts if l <= L0), None)
     at_w0 = [l for s, t, l in pts if t <= W0 * 1.0001]

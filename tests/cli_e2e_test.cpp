@@ -2,6 +2,7 @@
 // Python reading the weights (model.safetensors), and bad input ending with one clear line and the right exit code.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <csignal>
 #include <fstream>
 #include <regex>
@@ -217,6 +218,34 @@ TEST(CliEndToEnd, PrepareRunsInTheFrontWithoutLibTorch) {
   fs::copy_file(LMTRAIN_BINARY, dir / "alone" / "lmtrain");
   r = run_command((dir / "alone" / "lmtrain").string() + " --version");
   expect_clean_failure(r, 1, "cannot start " + (dir / "alone" / "lmtrain_full").string());
+}
+
+// `corpus get` runs in the front (no LibTorch) and writes the split; a package dpkg reports missing gives exit 3
+// naming it and how to install it, and writes nothing (dpkg-query is replaced on PATH by a script that answers
+// as dpkg-query does for a removed package).
+TEST(CliEndToEnd, CorpusGetSplitsAnInstalledPackageAndNamesAMissingOne) {
+  ScratchDir dir("corpus");
+  const bool faq = run_command("dpkg-query -W -f='${Status}' debian-faq").output.find("install ok installed") !=
+                   std::string::npos;
+  if (faq) {
+    auto r = run_command("env LD_DEBUG=libs " + std::string(LMTRAIN_BINARY) + " corpus get debian-faq --out " +
+                         (dir / "faq").string());
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(r.output.find("libtorch"), std::string::npos) << "corpus get loaded LibTorch";
+    EXPECT_NE(r.output.find("878 train lines, 97 val lines in " + (dir / "faq").string()), std::string::npos) << r.output;
+    const std::string val = slurp(dir / "faq" / "val.txt");
+    EXPECT_EQ(std::count(val.begin(), val.end(), '\n'), 97);
+  }
+  fs::create_directories(dir / "bin");
+  std::ofstream(dir / "bin" / "dpkg-query") << "#!/bin/sh\nprintf 'deinstall ok config-files'\n";
+  fs::permissions(dir / "bin" / "dpkg-query", fs::perms::owner_all);
+  auto r = run_command("env PATH=" + (dir / "bin").string() + ":$PATH " + std::string(LMTRAIN_BINARY) +
+                       " corpus get kjv --out " + (dir / "kjv").string());
+  expect_clean_failure(r, 3, "the Debian package bible-kjv, which is not installed. Hint: apt-get install bible-kjv");
+  EXPECT_FALSE(fs::exists(dir / "kjv"));
+  r = run_lmtrain("corpus get wikipedia --out " + (dir / "w").string());
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("kjv"), std::string::npos) << r.output;
 }
 
 }  // namespace lm::test

@@ -1,19 +1,21 @@
 #!/usr/bin/env python3
-"""scripts/join_wrapped.py on the real Debian FAQ texts (packages debian-faq, debian-faq-ko), run by CTest as
-corpus.join: against the plain join that get_corpus.sh used before (every wrap a space),
+"""`lmtrain corpus get` on the real Debian FAQ texts (packages debian-faq, debian-faq-ko), its train.txt and
+val.txt read back as one text, run by CTest as corpus.join: against the plain join (every wrap a space),
 - Korean: no sentence ending split off its word ("무엇인가 요?", "것입니 다."), words split at a wrap come
   back whole, word boundaries at a wrap keep their space, and no non-breaking space is left;
 - English: exactly the same words (every wrap is still a space), and no non-breaking space is left.
-Prints the before/after figures. Exit 77 (skipped, reason printed) when the FAQ packages are missing.
+Also: the split is the last tenth of the lines for val. Prints the before/after figures. Exit 77 (skipped, reason
+printed) when the FAQ packages are missing.
+Usage: corpus_join_test.py PATH/TO/lmtrain
 """
 import gzip
 import os
 import re
 import subprocess
 import sys
+import tempfile
 
 FAQ = "/usr/share/doc/debian/FAQ"
-SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts", "join_wrapped.py")
 ENDINGS = re.compile(r"(요|다|까|죠|니다|세요|나요|가요|어요|해요|습니다)[.?!]+")
 failures = []
 
@@ -47,8 +49,18 @@ def main():
         print("SKIPPED: %s missing (scripts/setup.sh installs debian-faq and debian-faq-ko)" % ", ".join(missing))
         return 77
     raw = {lang: gzip.open(p, "rt", encoding="utf-8").read() for lang, p in paths.items()}
-    new = {lang: subprocess.run([sys.executable, SCRIPT], input=t, capture_output=True, text=True, check=True).stdout
-           for lang, t in raw.items()}
+    new = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for lang, name in (("en", "debian-faq"), ("ko", "debian-faq-ko")):
+            out = os.path.join(tmp, name)
+            run = subprocess.run([sys.argv[1], "corpus", "get", name, "--out", out], capture_output=True, text=True)
+            print(run.stdout.strip())
+            check(run.returncode == 0, "corpus get %s exits 0 (%d: %s)" % (name, run.returncode, run.stderr.strip()))
+            train = open(os.path.join(out, "train.txt"), encoding="utf-8").read()
+            val = open(os.path.join(out, "val.txt"), encoding="utf-8").read()
+            total = len((train + val).splitlines())
+            check(len(val.splitlines()) == total // 10, "%s: val is the last tenth of %d lines" % (name, total))
+            new[lang] = train + val
     old = {lang: plain_join(t) for lang, t in raw.items()}
 
     ends_old, nbsp_old, lines_old = figures(old["ko"])

@@ -15,6 +15,7 @@ int run(int argc, char** argv) {
   describe_app(app, verbose);
   add_tokenizer_commands(app);
   add_data_commands(app);
+  add_corpus_commands(app);
   add_train_commands(app);
   add_sample_commands(app);
   add_checkpoint_commands(app);

@@ -14,6 +14,9 @@ void describe_app(CLI::App& app, bool& verbose);
 /// prepare (cmd_prepare.cpp).
 void add_data_commands(CLI::App& app);
 
+/// corpus get (cmd_prepare.cpp).
+void add_corpus_commands(CLI::App& app);
+
 /// Parses argv into `app` and runs the chosen subcommand; returns the process exit code (docs/errors.md
 /// lists them): CLI11's own for --help/--version, 2 for a bad command line, an lm::Error's code, else 1.
 int parse_and_run(CLI::App& app, int argc, char** argv);

@@ -1,11 +1,13 @@
-// `lmtrain prepare`: a text corpus (a file, a directory or a glob) into token data. Free of LibTorch, so the
-// small `lmtrain` front executable runs it without loading LibTorch (docs/ARCHITECTURE.md "Two executables").
+// `lmtrain prepare`: a text corpus (a file, a directory or a glob) into token data; `lmtrain corpus get`: the
+// example corpora from Debian packages. Free of LibTorch, so the small `lmtrain` front executable runs them
+// without loading LibTorch (docs/ARCHITECTURE.md "Two executables").
 #include <chrono>
 #include <iostream>
 #include <memory>
 #include <string>
 
 #include "cli/app_base.h"
+#include "data/corpus.h"
 #include "data/prepare.h"
 #include "tokenizer/corpus_text.h"
 #include "tokenizer/tokenizer.h"
@@ -57,6 +59,21 @@ void add_data_commands(CLI::App& app) {
               << info.shards << (info.shards == 1 ? " shard" : " shards") << "; " << files.size()
               << (files.size() == 1 ? " file, " : " files, ") << stats.bytes << " bytes, " << stats.lines << " lines in "
               << s << " s on " << stats.threads << (stats.threads == 1 ? " thread" : " threads") << "\n";
+  });
+}
+
+void add_corpus_commands(CLI::App& app) {
+  auto* corpus = app.add_subcommand("corpus", "The example corpora, from installed Debian packages")->require_subcommand(1);
+  auto name = std::make_shared<std::string>();
+  auto out = std::make_shared<std::string>();
+  auto* get = corpus->add_subcommand(
+      "get", "Write DIR/train.txt and DIR/val.txt (the last tenth of the lines) from an installed Debian package");
+  get->add_option("name", *name, "kjv (package bible-kjv) | debian-faq | debian-faq-ko")
+      ->required()
+      ->check(CLI::IsMember(data::corpus_names()));
+  get->add_option("--out", *out, "output directory (default: data/NAME under the working directory)");
+  get->callback([name, out] {
+    std::cout << data::fetch_corpus(*name, out->empty() ? "data/" + *name : *out) << "\n";
   });
 }
 

@@ -19,7 +19,7 @@ bool runs_in_front(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "-v" || arg == "--verbose") continue;
-    return arg == "prepare";
+    return arg == "prepare" || arg == "corpus";
   }
   return false;
 }
@@ -31,6 +31,7 @@ int run_front(int argc, char** argv) {
     bool verbose = false;
     describe_app(app, verbose);
     add_data_commands(app);
+    add_corpus_commands(app);
     return parse_and_run(app, argc, argv);
   }
   // Beside this executable: /proc/self/exe, else argv[0] when it names a path; never the working directory.
