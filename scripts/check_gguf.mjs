@@ -1,10 +1,12 @@
 #!/usr/bin/env node
 // Runs an `lmtrain export --format gguf` file in llama.cpp itself (node-llama-cpp@3.21.1's prebuilt CPU
-// binaries, installed by scripts/setup.sh into BUILD/llama-node) and compares what llama.cpp computes with
-// what lmtrain computed. Every check that is asked for must hold, else exit 1; exit 77 when node-llama-cpp is
-// not installed (the reason is printed). docs/llama-cpp.md "Checking an export" explains the figures.
+// binaries) and compares what llama.cpp computes with what lmtrain computed. Every check that is asked for must
+// hold, else exit 1; exit 77 when node-llama-cpp is not found (what was searched and how to install it are
+// printed). docs/llama-cpp.md "Checking an export" explains the figures. node-llama-cpp is looked for in
+// --modules DIR, then in each directory of NODE_PATH, then in a clone's build/llama-node/node_modules (where
+// scripts/setup.sh installs it).
 //
-// Usage: node scripts/check_gguf.mjs --model MODEL.gguf [--node-modules DIR]
+// Usage: node check_gguf.mjs --model MODEL.gguf [--modules DIR]
 //          [--probs PROBS.json [--tolerance T]]   `lmtrain inspect probs --json -k K` of the same checkpoint: every
 //                                                 position's top-K probabilities within T (default 1e-3) of llama.cpp's
 //          [--text TEXT]                          llama.cpp's tokenization of TEXT = the ids PROBS.json fed (after </s>)
@@ -17,7 +19,7 @@ import path from "node:path";
 import {fileURLToPath, pathToFileURL} from "node:url";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-const args = {"node-modules": path.join(here, "..", "build", "llama-node", "node_modules"), tolerance: "1e-3"};
+const args = {tolerance: "1e-3"};
 for (let i = 2; i < process.argv.length; i += 2) {
   if (!process.argv[i].startsWith("--") || i + 1 >= process.argv.length) {
     console.error(`check_gguf: expected --key value pairs, got '${process.argv[i]}'`);
@@ -29,12 +31,16 @@ if (!args.model) {
   console.error("check_gguf: expected --model MODEL.gguf");
   process.exit(2);
 }
-const entry = path.join(args["node-modules"], "node-llama-cpp", "dist", "index.js");
-if (!fs.existsSync(entry)) {
-  console.log(`SKIP: node-llama-cpp is not installed at ${args["node-modules"]} (scripts/setup.sh installs it with ` +
-              "npm when node >= 20 is present; its output says why it did not)");
+const places = [args.modules, ...(process.env.NODE_PATH ?? "").split(path.delimiter),
+                path.join(here, "..", "build", "llama-node", "node_modules")].filter((d) => d);
+const found = places.find((d) => fs.existsSync(path.join(d, "node-llama-cpp", "dist", "index.js")));
+if (!found) {
+  console.log(`SKIP: node-llama-cpp is not found (looked in ${places.join(", ")}). Install it with node >= 20: ` +
+              "npm install --prefix DIR node-llama-cpp@3.21.1 @node-llama-cpp/linux-x64@3.21.1, then pass " +
+              "--modules DIR/node_modules (in a clone, scripts/setup.sh does this into build/llama-node)");
   process.exit(77);
 }
+const entry = path.join(found, "node-llama-cpp", "dist", "index.js");
 const {getLlama, LlamaLogLevel} = await import(pathToFileURL(entry).href);
 const llama = await getLlama({gpu: false, build: "never", logLevel: LlamaLogLevel.error});
 const model = await llama.loadModel({modelPath: args.model});

@@ -38,7 +38,7 @@ std::string script(const std::string& name) { return std::string(LMTRAIN_SOURCE_
 // scripts/check_gguf.mjs on `args`; `skip` gets the reason when llama.cpp cannot run here (no node: the shell's
 // 127; node-llama-cpp not installed: the script's 77).
 RunResult check_in_llama_cpp(const std::string& args, std::string& skip) {
-  auto r = run_command("node " + script("check_gguf.mjs") + " --node-modules " + LMTRAIN_BUILD_DIR +
+  auto r = run_command("node " + script("check_gguf.mjs") + " --modules " + LMTRAIN_BUILD_DIR +
                        "/llama-node/node_modules " + args);
   if (r.exit_code == 127) skip = "node is not on PATH (the check needs node >= 20)";
   if (r.exit_code == 77) skip = r.output;
