@@ -133,9 +133,16 @@ TEST(CliEndToEnd, BadInputEndsWithOneClearLineAndAnExitCode) {
   expect_clean_failure(r, 3, "missing.txt");
   r = run_lmtrain("train -c " + write_config(dir) + " --set tokenizer.vocab_size=100000");
   expect_clean_failure(r, 3, "vocab_size=100000");
-  EXPECT_FALSE(fs::exists(dir / "run" / "tokenizer.model"));
+  EXPECT_FALSE(fs::exists(dir / "run")) << "a refused run left the run directory it made";
   r = run_lmtrain("sample --checkpoint " + (dir / "nowhere").string());
   expect_clean_failure(r, 4, "no checkpoint");
+  fs::create_directories(dir / "run");  // a run directory that was there before is kept, even empty
+  r = run_lmtrain("train -c " + write_config(dir) + " --set tokenizer.vocab_size=100000");
+  expect_clean_failure(r, 3, "vocab_size=100000");
+  EXPECT_TRUE(fs::exists(dir / "run"));
+  // a missing corpus at an example corpus's path names the command that writes it; another, the path
+  r = run_lmtrain("train -c " + write_config(dir) + " --set data.train=" + (dir / "data" / "debian-faq" / "train.txt").string());
+  expect_clean_failure(r, 3, "Hint: `lmtrain corpus get debian-faq` writes it");
   r = run_lmtrain("train --no-such-flag");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   r = run_lmtrain("--help");

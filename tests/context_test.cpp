@@ -108,6 +108,11 @@ TEST(Context, EveryVectorMatchesAnIndependentPythonForward) {
                   " --text 'the river and the sea and the river and the sea and the river' --text 'the river'");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("shorten the text"), std::string::npos) << r.output;
+  // an empty text is said to be empty, not too long
+  r = run_lmtrain("inspect probs --checkpoint " + (dir / "learned").string() + " --text ''");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("got an empty text"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("shorten the text"), std::string::npos) << r.output;
 }
 
 TEST(Embed, PoolsMatchPythonAreDeterministicAndWriteEveryFormat) {

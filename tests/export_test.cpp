@@ -106,6 +106,13 @@ TEST(Export, TiedSqrtDIsRefusedAndTheSafetensorsFormatKeepsLmtrainNames) {
   EXPECT_EQ(slurp(dir / "w.safetensors"), slurp(fs::path(run / slurp(run / "latest").substr(0, 13)) / "model.safetensors"));
   r = run_lmtrain("export --checkpoint " + run.string() + " --format onnx --out " + (dir / "x").string());
   EXPECT_EQ(r.exit_code, 2) << r.output;
+  // --format hf writes a directory: onto an existing file it is refused (exit 2, as GGUF's), the file kept
+  const std::string before = slurp(dir / "w.safetensors");
+  r = run_lmtrain("export --checkpoint " + run.string() + " --format hf --out " + (dir / "w.safetensors").string());
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("expected a directory for --format hf"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("Hint: choose a directory name"), std::string::npos) << r.output;
+  EXPECT_EQ(slurp(dir / "w.safetensors"), before);
 }
 
 namespace {

@@ -59,7 +59,13 @@ TEST(Sample, GenerationIsReproducibleWithASeed) {
   EXPECT_EQ(ids_of(*m, {2, 7}, o), three[2].ids);
   EXPECT_NE(three[1].ids, a);
   o.temperature = -1;
-  EXPECT_THROW(ids_of(*m, {2, 7}, o), ConfigError);
+  try {
+    ids_of(*m, {2, 7}, o);
+    ADD_FAILURE() << "temperature -1 was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("expected >= 0, got -1"), std::string::npos) << e.what();
+    EXPECT_EQ(std::string(e.what()).find("-1.000000"), std::string::npos) << "a number not as written: " << e.what();
+  }
   o.temperature = 1;
   o.top_p = 0;
   EXPECT_THROW(ids_of(*m, {2, 7}, o), ConfigError);

@@ -17,8 +17,8 @@ void add_export_commands(CLI::App& app) {
     std::string checkpoint, format = "hf", out, type;
   };
   auto o = std::make_shared<Opts>();
-  auto* cmd = app.add_subcommand("export", "Write a checkpoint for other tools: a Hugging Face GPT-2 directory or a "
-                                           "safetensors file");
+  auto* cmd = app.add_subcommand("export", "Write a checkpoint for other tools: a Hugging Face directory, a GGUF file "
+                                           "for llama.cpp, or a safetensors file");
   add_checkpoint_option(cmd, o->checkpoint, true);
   cmd->add_option("--format", o->format, "hf (a GPT2LMHeadModel directory; GPTNeoXForCausalLM for rope models) | gguf (one "
                                          "file for llama.cpp, architecture gpt2) | safetensors (one file, lmtrain names)")

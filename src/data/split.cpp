@@ -9,6 +9,7 @@
 
 #include "tokenizer/corpus_text.h"
 #include "util/errors.h"
+#include "util/text.h"
 #include "util/fs.h"
 #include "util/hash.h"
 
@@ -36,7 +37,7 @@ bool has_text(std::string_view s) { return s.find_first_not_of(" \t\r\n") != std
 
 CorpusSplit split_corpus(const SplitSpec& spec) {
   if (!(spec.fraction > 0.0 && spec.fraction <= 0.5)) {
-    throw ConfigError("[data] val_fraction: expected a value in (0, 0.5], got " + std::to_string(spec.fraction));
+    throw ConfigError("[data] val_fraction: expected a value in (0, 0.5], got " + util::as_written(spec.fraction));
   }
   const std::string text = tokenizer::read_corpus(spec.source, "training corpus");
   const std::vector<size_t> starts = line_starts(text);

@@ -12,7 +12,8 @@ namespace lm::inspect {
 std::vector<ProbRow> teacher_forced(model::GptImpl& model, const tokenizer::Tokenizer& tok, const std::vector<int32_t>& ids,
                                     int k) {
   const int64_t T = model.config().max_seq_len, n = static_cast<int64_t>(ids.size());
-  if (n < 2 || n > T + 1) {
+  if (n < 2) throw ConfigError("[inspect] probs: expected a text of at least one piece, got an empty text. Hint: pass --text with some words.");
+  if (n > T + 1) {
     throw ConfigError("[inspect] probs: expected text of 1.." + std::to_string(T) +
                       " pieces (max_seq_len, after the implied line start), got " + std::to_string(n - 1) +
                       ". Hint: shorten the text.");

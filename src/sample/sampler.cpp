@@ -7,6 +7,7 @@
 #include <random>
 
 #include "util/errors.h"
+#include "util/text.h"
 
 namespace lm::sample {
 namespace {
@@ -34,10 +35,10 @@ void check_options(const model::GptImpl& model, const GenerateOptions& opt, int6
   if (opt.max_new_tokens < 0 || opt.max_new_tokens > kMaxNewTokens) {
     bad("generate: expected 0.." + std::to_string(kMaxNewTokens) + " tokens, got " + std::to_string(opt.max_new_tokens));
   }
-  if (!(opt.temperature >= 0.0)) bad("temperature: expected >= 0, got " + std::to_string(opt.temperature));
+  if (!(opt.temperature >= 0.0)) bad("temperature: expected >= 0, got " + util::as_written(opt.temperature));
   const int64_t V = model.config().vocab_size;
   if (opt.top_k < 0 || opt.top_k > V) bad("top-k: expected 0.." + std::to_string(V) + ", got " + std::to_string(opt.top_k));
-  if (!(opt.top_p > 0.0 && opt.top_p <= 1.0)) bad("top-p: expected a value in (0, 1], got " + std::to_string(opt.top_p));
+  if (!(opt.top_p > 0.0 && opt.top_p <= 1.0)) bad("top-p: expected a value in (0, 1], got " + util::as_written(opt.top_p));
   if (opt.extend_positions && model.config().positions == model::Positions::kLearned) {
     bad("extend positions: expected a model with sinusoidal or rope positions; learned positions stop at max_seq_len=" +
         std::to_string(model.config().max_seq_len) + ". Hint: drop the flag; the window slides instead.");

@@ -16,7 +16,19 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const char* kHint = "Hint: run scripts/get_corpus.sh or fix the path.";
+// The hint of a corpus that is not where the config says: the example corpora's own command for their paths
+// (data/kjv/..., data/debian-faq/..., data/debian-faq-ko/...: `lmtrain corpus get`), else the path to fix.
+std::string missing_hint(const fs::path& path) {
+  const std::string s = path.lexically_normal().generic_string();
+  for (const char* name : {"kjv", "debian-faq", "debian-faq-ko"}) {
+    const std::string dir = std::string("data/") + name + "/";
+    if (s.rfind(dir, 0) == 0 || s.find("/" + dir) != std::string::npos) {
+      return std::string("Hint: `lmtrain corpus get ") + name + "` writes it, in the directory you run lmtrain from.";
+    }
+  }
+  return "Hint: fix the path (a config's paths are relative to the working directory).";
+}
+const char* kHint = "Hint: fix the path (a config's paths are relative to the working directory).";
 
 // Bytes of the sequence a lead byte starts (1 for ASCII), or 0 for a byte no valid sequence starts with.
 size_t lead_length(unsigned char c) {
@@ -260,7 +272,7 @@ void check_corpus_file(const fs::path& path, std::string_view role) {
   if (::stat(path.c_str(), &st) != 0) {
     const auto p = util::read_problem(path);  // missing, or shut off by a directory above it
     if (p && p->denied) throw DataError(head + " " + p->what + ". " + p->hint);
-    throw DataError(head + " " + (p ? p->what : std::string("is missing")) + ": expected a text file. " + kHint);
+    throw DataError(head + " " + (p ? p->what : std::string("is missing")) + ": expected a text file. " + missing_hint(path));
   }
   if (S_ISDIR(st.st_mode)) throw DataError(head + " is a directory: expected a text file. " + kHint);
   if (!S_ISREG(st.st_mode)) {

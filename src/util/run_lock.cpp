@@ -14,8 +14,15 @@ namespace lm::util {
 
 RunLock::RunLock(const std::filesystem::path& run_dir) {
   std::error_code ec;
+  for (auto d = std::filesystem::absolute(run_dir, ec).lexically_normal(); !d.empty() && d != d.parent_path();
+       d = d.parent_path()) {
+    if (d.filename().empty()) continue;  // "runs/x/" normalises with an empty last name
+    if (std::filesystem::exists(d, ec)) break;
+    created_.push_back(d);
+  }
   std::filesystem::create_directories(run_dir, ec);
   const auto path = run_dir / ".lock";
+  lock_path_ = path;
   fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd_ < 0) {
     throw ConfigError("[run] cannot open the run lock '" + path.string() + "': " + std::strerror(errno) +
@@ -28,6 +35,7 @@ RunLock::RunLock(const std::filesystem::path& run_dir) {
     while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
     ::close(fd_);
     fd_ = -1;
+    created_.clear();  // another process's run: never ours to remove
     throw ConfigError("[run] run.dir '" + run_dir.string() + "' is in use: expected no other trainer, got process " +
                       holder + " holding " + path.string() +
                       ". Hint: wait for it to finish, stop it (it saves on SIGTERM), or choose another run.dir.");
@@ -39,6 +47,18 @@ RunLock::RunLock(const std::filesystem::path& run_dir) {
 }
 
 RunLock::~RunLock() {
+  if (!created_.empty()) {
+    std::error_code ec;
+    const auto run_dir = lock_path_.parent_path();
+    bool only_lock = true;
+    for (const auto& entry : std::filesystem::directory_iterator(run_dir, ec)) only_lock = only_lock && entry.path().filename() == ".lock";
+    if (!ec && only_lock) {
+      std::filesystem::remove(lock_path_, ec);
+      for (const auto& d : created_) {
+        if (!std::filesystem::remove(d, ec)) break;  // removes only an empty directory
+      }
+    }
+  }
   if (fd_ >= 0) ::close(fd_);  // closing drops the lock
 }
 

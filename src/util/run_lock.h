@@ -4,6 +4,7 @@
 #pragma once
 
 #include <filesystem>
+#include <vector>
 
 namespace lm::util {
 
@@ -12,12 +13,17 @@ class RunLock {
   /// Creates `run_dir` when missing and locks RUN/.lock (which records the holder's pid). Throws
   /// ConfigError (exit 2) naming the holder when another process holds it.
   explicit RunLock(const std::filesystem::path& run_dir);
+  /// Drops the lock. When this lock created the run directory and the run wrote nothing into it (a run
+  /// refused before its first file), removes .lock and the directories it created, so a refusal leaves no
+  /// trace; a directory that existed before, or holds anything else, is kept.
   ~RunLock();
   RunLock(const RunLock&) = delete;
   RunLock& operator=(const RunLock&) = delete;
 
  private:
   int fd_ = -1;
+  std::filesystem::path lock_path_;
+  std::vector<std::filesystem::path> created_;  ///< the directories this lock created, innermost first
 };
 
 }  // namespace lm::util

@@ -86,4 +86,10 @@ std::string mib(double bytes) {
   return buf;
 }
 
+std::string as_written(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", x);
+  return buf;
+}
+
 }  // namespace lm::util
