@@ -184,6 +184,23 @@ TEST(CliEndToEnd, PrepareStoppedBySigtermLeavesNoTemporaryAndKeepsTheOldOutput) 
   EXPECT_NE(log.find("[prepare] stopped by SIGTERM while encoding"), std::string::npos) << log;
   EXPECT_TRUE(temporaries().empty()) << temporaries().front();
   EXPECT_EQ(slurp(dir / "out.bin"), before);
+  // SIGKILL leaves its temporary shard; the next prepare of that output removes it (its process is gone) and
+  // keeps one whose process still runs (this test's own pid)
+  const pid_t killed = spawn_lmtrain("prepare --threads 1 --block-mb 0.25 --tokenizer " + model + " --input " +
+                                         (dir / "big.txt").string() + " --output " + (dir / "out.bin").string(),
+                                     dir / "kill.log");
+  for (int i = 0; i < 60000 && temporaries().empty(); ++i) ::usleep(1000);
+  ASSERT_FALSE(temporaries().empty()) << slurp(dir / "kill.log");
+  ::kill(killed, SIGKILL);
+  wait_exit(killed);
+  ASSERT_EQ(temporaries().size(), 1u) << "a killed prepare left no temporary shard to clean";
+  const std::string live = "out-00000.bin.tmp-" + std::to_string(::getpid()) + "-0";
+  std::ofstream(dir / live) << "in use";
+  const auto again = run_lmtrain("prepare --tokenizer " + model + " --input " + data_file("tiny_en.txt").string() +
+                                 " --output " + (dir / "out.bin").string());
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_EQ(temporaries(), std::vector<std::string>{live});
+  EXPECT_EQ(slurp(dir / "out.bin"), before);
 }
 
 TEST(CliEndToEnd, PrepareRunsInTheFrontWithoutLibTorch) {

@@ -6,6 +6,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include <spdlog/spdlog.h>
+
 #include "util/errors.h"
 #include "util/fs.h"
 
@@ -27,6 +29,9 @@ TokenWriter::TokenWriter(fs::path bin, uint32_t vocab_size, std::string tokenize
     throw SaveError("[data] cannot create the folder of '" + bin_.string() + "': expected a writable path, got " +
                     ec.message() + "." + kHint);
   }
+  // Shards a killed writer of this output left behind (NAME-00000.bin.tmp-PID-N, its process gone).
+  const int stale = util::remove_stale_temporaries(bin_.parent_path(), bin_.stem().string() + "-");
+  if (stale > 0) spdlog::info("data: removed {} temporary shard(s) of '{}' left by a process that is gone", stale, bin_.string());
 }
 
 TokenWriter::~TokenWriter() {

@@ -1,6 +1,7 @@
 #include "util/fs.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -80,6 +81,24 @@ void fsync_dir(const fs::path& dir) {
 std::string temp_suffix() {
   static std::atomic<uint64_t> counter{0};
   return "tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
+}
+
+int remove_stale_temporaries(const fs::path& dir, const std::string& prefix) {
+  int removed = 0;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir.empty() ? fs::path(".") : dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    const size_t at = name.rfind(".tmp-");
+    if (name.rfind(prefix, 0) != 0 || at == std::string::npos) continue;
+    const std::string rest = name.substr(at + 5);  // "<pid>-<counter>"
+    const size_t dash = rest.find('-');
+    if (dash == 0 || dash == std::string::npos || rest.find_first_not_of("0123456789-") != std::string::npos) continue;
+    const long pid = std::strtol(rest.substr(0, dash).c_str(), nullptr, 10);
+    if (pid <= 0 || pid == ::getpid() || ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
+    std::error_code rm;
+    if (fs::remove(entry.path(), rm)) ++removed;
+  }
+  return removed;
 }
 
 void check_output_directory(const fs::path& out, std::string_view component, std::string_view flag) {

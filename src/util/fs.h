@@ -43,4 +43,9 @@ void check_output_directory(const fs::path& out, std::string_view component, std
 /// A unique suffix ("tmp-<pid>-<counter>") for temporary siblings of files and directories.
 std::string temp_suffix();
 
+/// Removes the temporary siblings (NAME.tmp-<pid>-<counter>, temp_suffix()) in `dir` whose NAME starts with
+/// `prefix` and whose process is gone (a writer killed before it could clean up); a live process's are kept.
+/// Returns how many were removed.
+int remove_stale_temporaries(const fs::path& dir, const std::string& prefix);
+
 }  // namespace lm::util
