@@ -56,6 +56,8 @@ TEST(CliEndToEnd, TokenizerPrepareTrainCheckpointSample) {
   EXPECT_NE(r.output.find("final validation loss"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find(" bits/byte after 12 steps"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("decay groups"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("-> " + (dir / "run" / "tokenizer.model").string() + ", no byte pieces (an unknown character reads as <unk>"),
+            std::string::npos) << "the tokenizer line says whether it has byte pieces: " << r.output;
   EXPECT_EQ(slurp(dir / "run" / "metrics.jsonl").find("\"bpb\":null"), std::string::npos) << "every validation has bits/byte";
   const std::string info = run_lmtrain("ckpt info " + (dir / "run").string()).output;
   EXPECT_TRUE(has_row(info, {"last_val_bpb"})) << info;  // every trainer_state field, from its list

@@ -182,6 +182,12 @@ def check_report(exe, tmp, html, run_dir, expect):
     check('data-ready="1"' in dom and 'data-problems="0"' in dom, "the page drew every section without a problem")
     points = len(re.findall(r'<circle [^>]*class="pt[ "]', dom))
     check(points == expect["points"], "%d map points (want %d)" % (points, expect["points"]))
+    hint = re.search(r'id="map-search"[^>]*placeholder="([^"]*)"|placeholder="([^"]*)"[^>]*id="map-search"', dom)
+    hint = (hint.group(1) or hint.group(2)) if hint else ""
+    example = hint.split("e.g. ")[-1] if "e.g. " in hint else ""
+    check(hint == "find a piece" or (len(example) >= 4 and example.isalpha() and example.encode() in open(
+        os.path.join(run_dir, "tokenizer.model"), "rb").read()),
+          "the search box's example is one of the run's own pieces: '%s'" % hint)
     train, periodic, whole = metrics_counts(run_dir)
     check(samples(dom, "train") == train, "train curve: %d samples = metrics.jsonl's %d" % (samples(dom, "train"), train))
     check(samples(dom, "validation (periodic)") == periodic, "periodic validation: %d samples" % periodic)
@@ -250,7 +256,12 @@ def main():
     check(count(dom, 'class="ok">unchanged<') == frozen, "%d frozen tensors (blocks.0.) shown unchanged" % frozen)
     check(table_rows(dom, 'id="forgetting-table"') == 2, "forgetting table: new and original")
     forgetting = json.load(open(os.path.join(ft, "forgetting.json")))
-    check(">%s<" % str(float("%.4g" % forgetting["new"]["after"])) in dom, "forgetting table shows forgetting.json's values")
+    check(">%.4f<" % forgetting["new"]["after"] in dom, "forgetting table shows forgetting.json's values")
+    ftable = dom[dom.index('id="forgetting-table"'):]
+    ftable = ftable[:ftable.index("</table>")]
+    cells = re.findall(r'<td class="num">([^<]*)</td>', ftable)
+    check(len(cells) == 6 and all(re.fullmatch(r"[+-]?\d+\.\d{4}", c) for c in cells),
+          "forgetting table: every number to 4 decimals %s" % cells)
 
     base_html = os.path.join(tmp, "base.html")
     texts = ["the river runs to the sea", "the sea is wide"]

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "data/prepare.h"
+#include "tokenizer/model_spec.h"
 #include "tokenizer/tokenizer.h"
 #include "util/faults.h"
 #include "util/clock.h"
@@ -24,6 +25,13 @@ using util::seconds_since;
 
 // The run's tokenizer: a fine-tune keeps the checkpoint's (the token table rows mean those pieces); a new
 // run trains one unless the existing one was trained on the same corpus with the same settings.
+// ", with byte pieces" or ", no byte pieces (...)": whether an unknown character reads as its bytes or as <unk>.
+std::string byte_pieces(const fs::path& model) {
+  return tokenizer::read_model_spec(model).byte_fallback
+             ? ", with byte pieces"
+             : ", no byte pieces (an unknown character reads as <unk>; tokenizer.byte_fallback adds them)";
+}
+
 void ensure_run_tokenizer(const TrainJob& job, const fs::path& path) {
   const auto t0 = Clock::now();
   // A resume continues with its checkpoint's tokenizer (preflight compared its settings with the config).
@@ -33,16 +41,16 @@ void ensure_run_tokenizer(const TrainJob& job, const fs::path& path) {
     if (!fs::is_regular_file(path) || util::sha256_file(path) != util::sha256_file(src)) {
       util::atomic_write_file(path, util::read_file(src, "checkpoint tokenizer"));
     }
-    spdlog::info("tokenizer: {} (from {})", path.string(), ckpt.string());
+    spdlog::info("tokenizer: {} (from {}){}", path.string(), ckpt.string(), byte_pieces(path));
     return;
   }
   const std::string from = tokenizer::describe_files(job.train_files);
   spdlog::info("tokenizer: preparing {} from {}", path.string(), from);
   if (tokenizer::ensure_tokenizer(job.train_files, path, job.tokenizer, job.run.threads, job.run.seed)) {
-    spdlog::info("tokenizer: trained {} {} pieces on {} in {:.1f}s -> {}", tokenizer::to_string(job.tokenizer.model_type),
-                 job.tokenizer.vocab_size, from, seconds_since(t0), path.string());
+    spdlog::info("tokenizer: trained {} {} pieces on {} in {:.1f}s -> {}{}", tokenizer::to_string(job.tokenizer.model_type),
+                 job.tokenizer.vocab_size, from, seconds_since(t0), path.string(), byte_pieces(path));
   } else {
-    spdlog::info("tokenizer: {} is current", path.string());
+    spdlog::info("tokenizer: {} is current{}", path.string(), byte_pieces(path));
   }
 }
 

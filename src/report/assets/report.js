@@ -280,7 +280,9 @@
       `${(100 * M.explained[1]).toFixed(1)}% of the variance of these rows). ` +
       (counted ? `Colour: log frequency in ${M.counts_source}. ` : `One colour: ${M.counts_source}. `) +
       'Hover a point for its piece; click it (or search) for its nearest neighbours by cosine over the whole table.');
-    const search = h('input', { type: 'search', id: 'map-search', placeholder: 'find a piece, e.g. God' });
+    // The example in the search box: the run's own most frequent piece of four letters or more.
+    const example = M.ids.map((id) => piece(id).replace(/^\u2581/, '')).find((p) => /^\p{L}{4,}$/u.test(p));
+    const search = h('input', { type: 'search', id: 'map-search', placeholder: 'find a piece' + (example ? ', e.g. ' + example : '') });
     const status = h('span', { cls: 'note', id: 'map-status' });
     sec.append(h('div', { cls: 'controls' }, search, status));
     const W = 720, H = 540, pad = 14;
@@ -408,9 +410,13 @@
     const F = R.forgetting;
     sec.append(h('h3', { text: 'Forgetting (validation loss, nats/token, whole files; measured by lmtrain finetune at the end of the run, against its --from)' }));
     if (!F) { sec.append(h('p', { cls: 'note', text: 'No forgetting.json in the run directory.' })); return; }
+    // One format for the whole table: losses and their changes to 4 decimals.
+    const nats = (x) => (isNum(x) ? x.toFixed(4) : '\u2013');
+    const change = (a, b) => (isNum(a) && isNum(b) ? (b - a > 0 ? '+' : '') + (b - a).toFixed(4) : '\u2013');
     sec.append(table(['validation set', 'text file', '#before', '#after', '#change'], [
-      ['new (fine-tune data)', F.new.val, F.new.before, F.new.after, signed(F.new.after - F.new.before)],
-      ['original', F.original.val, F.original.before, F.original.after, signed(F.original.after - F.original.before)]], { id: 'forgetting-table' }));
+      ['new (fine-tune data)', F.new.val, nats(F.new.before), nats(F.new.after), change(F.new.before, F.new.after)],
+      ['original', F.original.val, nats(F.original.before), nats(F.original.after), change(F.original.before, F.original.after)]],
+      { id: 'forgetting-table' }));
   }
 
   function bars(r) {
