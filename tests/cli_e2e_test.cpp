@@ -91,6 +91,12 @@ TEST(CliEndToEnd, TokenizerPrepareTrainCheckpointSample) {
                            " --prompt 'The river' --top-k 5 --generate 12 --seed 9 --precision fp32");
   // (an explicit precision: auto's measured choice is logged with its ratio, which differs run to run)
   EXPECT_EQ(again.output, first_sample) << "same seed must give the same text";
+  // a prompt character the tokenizer lacks is echoed as its code point, never as SentencePiece's "⁇"
+  r = run_lmtrain("sample --checkpoint " + (dir / "run" / "step_00000012").string() +
+                  " --prompt 'The 한 river' --generate 4 --seed 9 --precision fp32");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("\nThe <U+D55C> river"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("\xE2\x81\x87"), std::string::npos) << r.output;
 
   // with --overwrite the second run reuses the tokenizer and token files and replaces the checkpoints
   r = run_lmtrain("train -c " + write_config(dir) + " --set train.max_steps=3 --set train.warmup_steps=0 --overwrite");

@@ -34,6 +34,30 @@ std::string render(const tokenizer::Tokenizer& tok, const std::vector<int32_t>& 
   return out + tok.decode(run);
 }
 
+// The prompt as printed before a sample: as written, each character the tokenizer does not know shown as its
+// code point, "<U+D55C>" (the model read it as <unk>; SentencePiece's decoding would print "⁇").
+std::string shown_prompt(const tokenizer::Tokenizer& tok, const std::string& prompt) {
+  const auto unknown = tok.unknown_characters(prompt);
+  if (unknown.empty()) return prompt;
+  std::string out;
+  for (size_t i = 0; i < prompt.size();) {
+    const auto b = static_cast<unsigned char>(prompt[i]);
+    const size_t n = b < 0x80 ? 1 : b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : b >= 0xC0 ? 2 : 1;
+    const std::string ch = prompt.substr(i, n);
+    if (std::find(unknown.begin(), unknown.end(), ch) == unknown.end()) {
+      out += ch;
+    } else {
+      char32_t cp = n == 1 ? b : b & (0x7F >> n);
+      for (size_t k = 1; k < n && i + k < prompt.size(); ++k) cp = (cp << 6) | (static_cast<unsigned char>(prompt[i + k]) & 0x3F);
+      char buf[16];
+      std::snprintf(buf, sizeof buf, "<U+%04X>", static_cast<unsigned>(cp));
+      out += buf;
+    }
+    i += n;
+  }
+  return out;
+}
+
 // The context without its leading line-start id.
 std::vector<int32_t> prompt_ids(const tokenizer::Tokenizer& tok, const std::vector<int32_t>& context) {
   return {context.begin() + (context.front() == tok.eos_id() ? 1 : 0), context.end()};
@@ -147,6 +171,11 @@ void print_samples(SampleOpts& o, model::GptImpl& model, const tokenizer::Tokeni
     all.insert(all.end(), s.ids.begin(), s.ids.end() - (s.stop == sample::StopReason::kEndOfText ? 1 : 0));
     std::string text = render(tok, all);
     if (s.stop == sample::StopReason::kStopString) text = text.substr(0, std::max(first_stop(text), prompt_chars));
+    // The prompt as written (its unknown characters as code points) when the decoded text starts with it whole.
+    const std::string decoded_prompt = render(tok, prompt);
+    if (prompt.size() + 1 == context.size() && text.compare(0, decoded_prompt.size(), decoded_prompt) == 0) {
+      text = shown_prompt(tok, o.prompt) + text.substr(decoded_prompt.size());
+    }
     std::cout << "\nsample " << i + 1 << " of " << samples.size() << ": " << s.ids.size() << " tokens, stopped by "
               << sample::to_string(s.stop) << " (temperature " << o.gen.temperature << ", top-k " << o.gen.top_k
               << ", top-p " << o.gen.top_p << ", seed " << o.gen.seed + i
