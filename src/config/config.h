@@ -36,6 +36,8 @@ struct DataSection {
   /// cmd_train.cpp; config/ does not include data/).
   static constexpr int64_t kDefaultShardTokens = int64_t{1} << 27;
   int64_t shard_tokens = kDefaultShardTokens;
+  /// line: each line is a unit; paragraph: each blank-line-separated block of lines is joined into one first
+  tokenizer::TextUnit unit = tokenizer::TextUnit::kLine;
 };
 
 struct RunConfig {

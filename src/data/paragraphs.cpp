@@ -1,6 +1,7 @@
 #include "data/paragraphs.h"
 
 #include <algorithm>
+#include <cctype>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -245,6 +246,57 @@ std::string join_paragraphs(std::string_view text, JoinCounts* counts) {
   }
   if (counts) counts->paragraphs = static_cast<int64_t>(paras.size());
   return out;
+}
+
+std::string hard_wrap_evidence(std::string_view text) {
+  constexpr size_t kMaxLines = 5000;
+  constexpr int64_t kNear = 12, kMinWidth = 30, kMaxWidth = 120, kMinInside = 40;
+  std::vector<std::string_view> lines;
+  for (size_t start = 0; start < text.size() && lines.size() < kMaxLines;) {
+    size_t end = text.find('\n', start);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = text.substr(start, end - start);
+    while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.remove_suffix(1);
+    lines.push_back(line);
+    start = end + 1;
+  }
+  auto chars = [](std::string_view l) {  // display width: East Asian wide characters take two columns
+    int64_t width = 0;
+    for (const char32_t c : decode(l)) {
+      const bool wide = (c >= 0x1100 && c <= 0x115F) || (c >= 0x2E80 && c <= 0xA4CF && c != 0x303F) ||
+                        (c >= 0xAC00 && c <= 0xD7A3) || (c >= 0xF900 && c <= 0xFAFF) || (c >= 0xFE30 && c <= 0xFE4F) ||
+                        (c >= 0xFF00 && c <= 0xFF60) || (c >= 0xFFE0 && c <= 0xFFE6) || c >= 0x20000;
+      width += wide ? 2 : 1;
+    }
+    return width;
+  };
+  std::vector<std::string_view> inside;  // non-blank lines followed by a non-blank line
+  for (size_t i = 0; i + 1 < lines.size(); ++i) {
+    if (!lines[i].empty() && !lines[i + 1].empty()) inside.push_back(lines[i]);
+  }
+  if (static_cast<int64_t>(inside.size()) < kMinInside) return "";
+  std::vector<int64_t> lengths;
+  for (const auto l : inside) lengths.push_back(chars(l));
+  std::vector<int64_t> sorted = lengths;
+  std::sort(sorted.begin(), sorted.end());
+  const int64_t width = sorted[sorted.size() * 9 / 10];  // the 90th percentile: the wrapping width
+  if (width < kMinWidth || width > kMaxWidth) return "";
+  static const std::string_view kEnders[] = {".", "!", "?", ":", ";", "\"", "'", ")", "]", "\u3002", "\u00bb", "\u300d", "\u201d"};
+  int64_t near = 0, mid = 0;
+  for (size_t i = 0; i < inside.size(); ++i) {
+    if (lengths[i] < width - kNear || lengths[i] > width) continue;
+    ++near;
+    const std::string_view l = inside[i];
+    const bool ends = std::any_of(std::begin(kEnders), std::end(kEnders), [&](std::string_view e) {
+      return l.size() >= e.size() && l.substr(l.size() - e.size()) == e;
+    });
+    mid += ends ? 0 : 1;
+  }
+  const auto n = static_cast<int64_t>(inside.size());
+  if (near * 10 < n * 4 || mid * 10 < near * 6) return "";
+  return std::to_string(near * 100 / n) + "% of " + std::to_string(n) + " lines inside paragraphs end within " +
+         std::to_string(kNear) + " characters of width " + std::to_string(width) + ", " + std::to_string(mid * 100 / near) +
+         "% of those mid-sentence";
 }
 
 }  // namespace lm::data

@@ -20,4 +20,12 @@ Normalization parse_normalization(std::string_view s) {
 
 std::string to_string(Normalization n) { return n == Normalization::kNfkc ? "nfkc" : "identity"; }
 
+TextUnit parse_text_unit(std::string_view s) {
+  if (s == "line") return TextUnit::kLine;
+  if (s == "paragraph") return TextUnit::kParagraph;
+  throw ConfigError("[data] unit: expected line | paragraph, got '" + std::string(s) + "'");
+}
+
+std::string to_string(TextUnit u) { return u == TextUnit::kLine ? "line" : "paragraph"; }
+
 }  // namespace lm::tokenizer

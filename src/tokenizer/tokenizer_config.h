@@ -23,6 +23,14 @@ enum class Normalization { kNfkc, kIdentity };
 Normalization parse_normalization(std::string_view s);
 std::string to_string(Normalization n);
 
+/// What one line of training text is (config key data.unit): line = each line is a unit; paragraph = each
+/// blank-line-separated block of lines is joined into one unit first (data/paragraphs.h), for hard-wrapped text.
+enum class TextUnit { kLine, kParagraph };
+
+/// Parses "line" | "paragraph"; throws ConfigError otherwise.
+TextUnit parse_text_unit(std::string_view s);
+std::string to_string(TextUnit u);
+
 /// Tokenizer training settings (YAML section `tokenizer`).
 struct TokenizerConfig {
   int vocab_size = 8192;                 ///< pieces in the vocabulary, incl. <unk>, <s>, </s>; >= 8

@@ -3,9 +3,12 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <fstream>
 #include <thread>
 
+#include "data/paragraphs.h"
 #include "data/prepare.h"
+#include "tokenizer/corpus_text.h"
 #include "tokenizer/model_spec.h"
 #include "tokenizer/tokenizer.h"
 #include "util/faults.h"
@@ -55,6 +58,36 @@ void ensure_run_tokenizer(const TrainJob& job, const fs::path& path) {
 }
 
 }  // namespace
+
+void prepare_run_text(const TrainJob& job) {
+  if (job.unit == tokenizer::TextUnit::kLine) {
+    const fs::path first = job.split ? job.split->source : job.train_files.at(0);
+    std::ifstream in(first, std::ios::binary);
+    std::string head(size_t{1} << 20, '\0');
+    in.read(head.data(), static_cast<std::streamsize>(head.size()));
+    head.resize(static_cast<size_t>(in.gcount()));
+    const std::string why = data::hard_wrap_evidence(head);
+    if (!why.empty()) {
+      spdlog::warn("data: '{}' looks hard-wrapped ({}): each line is a unit of training, so samples break every few "
+                   "words. Hint: set data.unit: paragraph to join each paragraph's lines", first.string(), why);
+    }
+    return;
+  }
+  for (const auto& [source, copy] : job.paragraph_copies) {
+    tokenizer::CorpusReader reader({source});
+    std::string text, block;
+    while (reader.next(block)) text += block;
+    data::JoinCounts counts;
+    const std::string joined = data::join_paragraphs(text, &counts);
+    fs::create_directories(copy.parent_path());
+    std::error_code ec;
+    if (!fs::is_regular_file(copy, ec) || util::read_file(copy, "paragraph copy") != joined) {
+      util::atomic_write_file(copy, joined);
+    }
+    spdlog::info("data: '{}': {} paragraphs ({} wrapped lines joined, {} inside a word) -> {}", source.string(),
+                 counts.paragraphs, counts.wraps, counts.without_space, copy.string());
+  }
+}
 
 void prepare_run_data(const TrainJob& job) {
   RunPaths paths(job.run_dir());

@@ -44,6 +44,10 @@ struct TrainJob {
   /// before preparing token files. (A many-file data.train holds out whole files instead: data::hold_out_files.)
   std::optional<data::SplitSpec> split;
   uint64_t shard_tokens = data::kDefaultShardTokens;  ///< data.shard_tokens
+  /// data.unit. With paragraph, the files above are joined copies in run_dir/paragraphs/ (rank 0 writes them
+  /// first: write_paragraph_copies), each made from the corpus file beside it here.
+  tokenizer::TextUnit unit = tokenizer::TextUnit::kLine;
+  std::vector<std::pair<std::filesystem::path, std::filesystem::path>> paragraph_copies;  ///< {corpus file, copy}
   tokenizer::TokenizerConfig tokenizer;
   model::GptConfig model;  ///< vocab_size is overwritten with the tokenizer's
   TrainConfig train;

@@ -328,6 +328,7 @@ TrainResult run_training(const TrainJob& job) {
   // Rank 0 checks the start, makes the tokenizer and token files and writes config.yaml; the other ranks
   // wait for it (as long as it takes) and then open the same files.
   auto prepare = [&] {
+    prepare_run_text(job);  // data.unit paragraph: the joined copies every step below reads
     // One training file: its held-out split, made in memory first so that a resume can compare it.
     const std::optional<data::CorpusSplit> split =
         job.split ? std::optional<data::CorpusSplit>(data::split_corpus(*job.split)) : std::nullopt;
