@@ -93,7 +93,7 @@ inline constexpr const char* kInfGrad = R"(\[train\] non-finite value at step 3:
 // Sampling and inspection (exit 2 unless said).
 inline constexpr const char* kEmptyPrompt = R"(next-token distribution after "" \(1 context tokens\))";
 inline constexpr const char* kUnknownChars = R"(prompt: 3 characters the tokenizer does not know \(日 本\) become the unknown piece <unk> \(id 0\))";
-inline constexpr const char* kTopPZero = R"(\[sample\] top-p: expected a value in \(0, 1\], got 0\.0+)";
+inline constexpr const char* kTopPZero = R"(\[sample\] top-p: expected a value in \(0, 1\], got 0\b)";
 inline constexpr const char* kTopPAbove = R"(\[sample\] top-p: expected a value in \(0, 1\], got 1\.50*)";
 inline constexpr const char* kTopKNegative = R"(\[sample\] top-k: expected 0..128, got -1)";
 inline constexpr const char* kTemperatureNegative = R"(\[sample\] temperature: expected >= 0, got -0\.50*)";
