@@ -156,6 +156,8 @@ TEST(CliEndToEnd, BadInputEndsWithOneClearLineAndAnExitCode) {
   r = run_lmtrain("--help");
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_NE(r.output.find("Exit codes"), std::string::npos);
+  EXPECT_NE(r.output.find("a GGUF file for llama.cpp"), std::string::npos) << "--help names GGUF: " << r.output;
+  EXPECT_NE(run_lmtrain("export --help").output.find("a GGUF file for llama.cpp"), std::string::npos);
 }
 
 // `lmtrain` is a small front without LibTorch (docs/ARCHITECTURE.md "Two executables"): `prepare` runs in
