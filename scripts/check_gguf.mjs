@@ -25,7 +25,12 @@ for (let i = 2; i < process.argv.length; i += 2) {
     console.error(`check_gguf: expected --key value pairs, got '${process.argv[i]}'`);
     process.exit(2);
   }
-  args[process.argv[i].slice(2)] = process.argv[i + 1];
+  const key = process.argv[i].slice(2);
+  if (!["model", "modules", "probs", "tolerance", "text", "greedy", "expect", "loss", "windows"].includes(key)) {
+    console.error(`check_gguf: unknown option --${key}` + (key === "node-modules" ? " (it is --modules now)" : ""));
+    process.exit(2);
+  }
+  args[key] = process.argv[i + 1];
 }
 if (!args.model) {
   console.error("check_gguf: expected --model MODEL.gguf");

@@ -17,5 +17,5 @@ if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok i
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "$package"
 fi
-[ -x build/lmtrain ] || bash scripts/setup.sh lmtrain
+bash scripts/setup.sh lmtrain   # builds build/lmtrain, or brings it up to date
 build/lmtrain corpus get "$name" --out "data/$name"

@@ -8,6 +8,7 @@
 #include <regex>
 
 #include "test_util.h"
+#include "util/fs.h"
 
 namespace lm::test {
 
@@ -97,6 +98,11 @@ TEST(CliEndToEnd, TokenizerPrepareTrainCheckpointSample) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("\nThe <U+D55C> river"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("\xE2\x81\x87"), std::string::npos) << r.output;
+  // a prompt ending in a cut UTF-8 sequence: its bytes shown as bytes, never as a made-up character
+  r = run_lmtrain("sample --checkpoint " + (dir / "run" / "step_00000012").string() +
+                  " --prompt \"$(printf 'The river \\344\\270')\" --generate 2 --seed 9 --precision fp32");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("The river <0xE4><0xB8>"), std::string::npos) << r.output;
 
   // with --overwrite the second run reuses the tokenizer and token files and replaces the checkpoints
   r = run_lmtrain("train -c " + write_config(dir) + " --set train.max_steps=3 --set train.warmup_steps=0 --overwrite");
@@ -204,12 +210,20 @@ TEST(CliEndToEnd, PrepareStoppedBySigtermLeavesNoTemporaryAndKeepsTheOldOutput) 
   ::kill(killed, SIGKILL);
   wait_exit(killed);
   ASSERT_EQ(temporaries().size(), 1u) << "a killed prepare left no temporary shard to clean";
-  const std::string live = "out-00000.bin.tmp-" + std::to_string(::getpid()) + "-0";
-  std::ofstream(dir / live) << "in use";
+  // kept: a live process's shard (this test's own suffix), and dead ones of other names: another output's
+  // shard whose name starts the same, a file that is not a shard, another host's
+  const std::string dead = std::to_string(killed), own = util::temp_suffix();  // tmp-PID-N-HOST
+  const std::string host = own.substr(own.find('-', own.find('-', 4) + 1) + 1);
+  std::vector<std::string> kept = {"out-00000.bin." + own, "out-b-00000.bin.tmp-" + dead + "-0-" + host,
+                                   "out-notes.tmp-" + dead + "-1-x", "out-00001.bin.tmp-" + dead + "-2-another-host"};
+  std::sort(kept.begin(), kept.end());
+  for (const auto& k : kept) std::ofstream(dir / k) << "x";
   const auto again = run_lmtrain("prepare --tokenizer " + model + " --input " + data_file("tiny_en.txt").string() +
                                  " --output " + (dir / "out.bin").string());
   ASSERT_EQ(again.exit_code, 0) << again.output;
-  EXPECT_EQ(temporaries(), std::vector<std::string>{live});
+  auto left = temporaries();
+  std::sort(left.begin(), left.end());
+  EXPECT_EQ(left, kept);
   EXPECT_EQ(slurp(dir / "out.bin"), before);
 }
 

@@ -136,6 +136,14 @@ TEST(DataUnit, ParagraphReadsAWrappedTextAsItsJoinedForm) {
   auto d = test::run_lmtrain("train -c " + config("para", "wrapped.txt", "paragraph") + " --overwrite");
   ASSERT_EQ(d.exit_code, 0) << d.output;
   EXPECT_EQ(tokens("para", "train.bin"), tokens("line", "train.bin"));
+  // a fine-tune's forgetting report reads the original validation text joined, as the original run did
+  std::ofstream(dir / "ft.yaml") << "run: {dir: " << (dir / "ft").string() << ", seed: 3, threads: 1, blas_threads: 1}\n"
+                                 << "data: {train: " << (dir / "joined.txt").string() << ", val: " << (dir / "joined.txt").string()
+                                 << "}\ntrain: {batch_size: 4, max_steps: 2, warmup_steps: 1, eval_every: 0, eval_batches: 2}\n";
+  auto ft = test::run_lmtrain("finetune --from " + (dir / "para").string() + " -c " + (dir / "ft.yaml").string());
+  ASSERT_EQ(ft.exit_code, 0) << ft.output;
+  EXPECT_EQ(test::slurp(dir / "ft" / "original_val-0.txt"), data::join_paragraphs(gpl));
+  EXPECT_TRUE(std::filesystem::exists(dir / "ft" / "forgetting.json"));
 }
 
 }  // namespace

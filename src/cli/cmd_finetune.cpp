@@ -11,6 +11,7 @@
 #include "checkpoint/checkpoint.h"
 #include "cli/commands.h"
 #include "cli/jobs.h"
+#include "data/paragraphs.h"
 #include "data/prepare.h"
 #include "data/split.h"
 #include "inspect/drift.h"
@@ -31,6 +32,7 @@ namespace {
 struct OriginalVal {
   std::optional<data::SplitSpec> split;  ///< the lines the original run held out of its one training file
   tokenizer::CorpusFiles files;          ///< else these files
+  bool paragraphs = false;               ///< the original run's data.unit was paragraph: join them first, as it did
 };
 
 // The original run held its validation text out of data.train: the forgetting report cuts the same lines
@@ -43,10 +45,11 @@ OriginalVal original_held_out(const config::RunConfig& saved, const fs::path& fr
     auto held = data::hold_out_files(files, saved.data.val_fraction, saved.run.seed).val;
     spdlog::info("finetune: the forgetting report validates on the files {} held out of {}: {}", from.string(),
                  saved.data.train, tokenizer::describe_files(held));
-    return {std::nullopt, std::move(held)};
+    return {std::nullopt, std::move(held), saved.data.unit == tokenizer::TextUnit::kParagraph};
   }
   spdlog::info("finetune: the forgetting report validates on the lines {} held out of {}", from.string(), saved.data.train);
-  return {data::SplitSpec{files[0], saved.data.val_fraction, saved.run.seed}, {}};
+  return {data::SplitSpec{files[0], saved.data.val_fraction, saved.run.seed}, {},
+          saved.data.unit == tokenizer::TextUnit::kParagraph};
 }
 
 // The checkpoint fixes the architecture and tokenizer: YAML/--set values that say otherwise are errors.
@@ -78,7 +81,8 @@ OriginalVal adopt_checkpoint(config::RunConfig& cfg, const fs::path& from) {
     throw DataError("[finetune] original_val: expected the original corpus's validation text for the forgetting "
                     "report, got '" + cfg.finetune.original_val + "' (no such file). Hint: set finetune.original_val.");
   }
-  return {std::nullopt, tokenizer::list_corpus_files(cfg.finetune.original_val, "original validation text")};
+  return {std::nullopt, tokenizer::list_corpus_files(cfg.finetune.original_val, "original validation text"),
+          saved.data.unit == tokenizer::TextUnit::kParagraph && cfg.finetune.original_val == saved.data.val};
 }
 
 // End-of-run (and periodic) reports against the starting checkpoint.
@@ -136,9 +140,24 @@ class Reporter {
   }
 
   // The original validation text: finetune.original_val, or the lines (files) the original run held out.
+  // With the original run's data.unit paragraph, each file joined as it joined them (into this run directory).
   tokenizer::CorpusFiles original_text() const {
-    if (!original_.split) return original_.files;
-    const data::CorpusSplit split = data::split_corpus(*original_.split);
+    auto joined = [&](const fs::path& file, const std::string& name) {
+      if (!original_.paragraphs) return file;
+      const fs::path out = run_dir_ / name;
+      util::atomic_write_file(out, data::join_paragraphs(util::read_file(file, "original text")));
+      return out;
+    };
+    if (!original_.split) {
+      tokenizer::CorpusFiles files;
+      for (size_t i = 0; i < original_.files.size(); ++i) {
+        files.push_back(joined(original_.files[i], "original_val-" + std::to_string(i) + ".txt"));
+      }
+      return files;
+    }
+    data::SplitSpec spec = *original_.split;
+    spec.source = joined(spec.source, "original_train_paragraphs.txt");
+    const data::CorpusSplit split = data::split_corpus(spec);
     const fs::path out = run_dir_ / "original_val.txt";
     util::atomic_write_file(out, split.val);
     if (split.val_sha256 != base_.state.data.val_source_sha256) {

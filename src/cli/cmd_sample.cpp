@@ -35,21 +35,33 @@ std::string render(const tokenizer::Tokenizer& tok, const std::vector<int32_t>& 
 }
 
 // The prompt as printed before a sample: as written, each character the tokenizer does not know shown as its
-// code point, "<U+D55C>" (the model read it as <unk>; SentencePiece's decoding would print "⁇").
+// code point, "<U+D55C>" (the model read it as <unk>; SentencePiece's decoding would print "⁇"), and a byte that
+// is not UTF-8 as "<0xE4>".
 std::string shown_prompt(const tokenizer::Tokenizer& tok, const std::string& prompt) {
   const auto unknown = tok.unknown_characters(prompt);
-  if (unknown.empty()) return prompt;
   std::string out;
   for (size_t i = 0; i < prompt.size();) {
     const auto b = static_cast<unsigned char>(prompt[i]);
-    const size_t n = b < 0x80 ? 1 : b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : b >= 0xC0 ? 2 : 1;
+    const size_t n = b < 0x80 ? 1 : b >= 0xC2 && b <= 0xDF ? 2 : b >= 0xE0 && b <= 0xEF ? 3 : b >= 0xF0 && b <= 0xF4 ? 4 : 0;
+    char32_t cp = n == 1 ? b : b & (0x7F >> n);
+    bool ok = n > 0 && i + n <= prompt.size();
+    for (size_t k = 1; ok && k < n; ++k) {
+      const auto c = static_cast<unsigned char>(prompt[i + k]);
+      ok = (c & 0xC0) == 0x80;
+      cp = (cp << 6) | (c & 0x3F);
+    }
+    ok = ok && (n < 3 || cp >= (n == 3 ? 0x800u : 0x10000u)) && cp <= 0x10FFFF && (cp < 0xD800 || cp > 0xDFFF);
+    char buf[16];
+    if (!ok) {
+      std::snprintf(buf, sizeof buf, "<0x%02X>", static_cast<unsigned>(b));
+      out += buf;
+      ++i;
+      continue;
+    }
     const std::string ch = prompt.substr(i, n);
     if (std::find(unknown.begin(), unknown.end(), ch) == unknown.end()) {
       out += ch;
     } else {
-      char32_t cp = n == 1 ? b : b & (0x7F >> n);
-      for (size_t k = 1; k < n && i + k < prompt.size(); ++k) cp = (cp << 6) | (static_cast<unsigned char>(prompt[i + k]) & 0x3F);
-      char buf[16];
       std::snprintf(buf, sizeof buf, "<U+%04X>", static_cast<unsigned>(cp));
       out += buf;
     }

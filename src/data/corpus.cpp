@@ -95,7 +95,12 @@ std::string fetch_corpus(const std::string& name, const std::filesystem::path& o
   std::string log;
   const std::string text = name == "kjv" ? kjv_text() : faq_text(name, log);
   std::vector<size_t> starts;  // where each line starts
-  for (size_t i = 0; i < text.size(); i = text.find('\n', i) + 1) starts.push_back(i);
+  for (size_t i = 0; i < text.size();) {
+    starts.push_back(i);
+    const size_t nl = text.find('\n', i);
+    if (nl == std::string::npos) break;
+    i = nl + 1;
+  }
   const size_t total = starts.size(), val = total / 10, cut = total - val;
   const size_t at = cut < total ? starts[cut] : text.size();
   std::error_code ec;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <regex>
 
 #include <spdlog/spdlog.h>
 
@@ -29,8 +30,10 @@ TokenWriter::TokenWriter(fs::path bin, uint32_t vocab_size, std::string tokenize
     throw SaveError("[data] cannot create the folder of '" + bin_.string() + "': expected a writable path, got " +
                     ec.message() + "." + kHint);
   }
-  // Shards a killed writer of this output left behind (NAME-00000.bin.tmp-PID-N, its process gone).
-  const int stale = util::remove_stale_temporaries(bin_.parent_path(), bin_.stem().string() + "-");
+  // Shards a killed writer of this output left behind (STEM-00000.EXT.tmp-PID-N-HOST, its process gone).
+  const std::string stem = std::regex_replace(bin_.stem().string(), std::regex(R"([.^$|()\[\]{}*+?\\])"), R"(\$&)");
+  const std::string ext = std::regex_replace(bin_.extension().string(), std::regex(R"([.^$|()\[\]{}*+?\\])"), R"(\$&)");
+  const int stale = util::remove_stale_temporaries(bin_.parent_path(), stem + R"(-\d{5})" + ext);
   if (stale > 0) spdlog::info("data: removed {} temporary shard(s) of '{}' left by a process that is gone", stale, bin_.string());
 }
 

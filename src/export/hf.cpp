@@ -205,12 +205,12 @@ std::string gpt2_config_json(const model::GptConfig& a, int32_t eos_id) {
 }
 
 std::vector<std::string> export_hf(const checkpoint::LoadedCheckpoint& ck, const fs::path& out) {
-  // --out is a directory: an existing file (or a link, or anything else) there is kept and refused.
+  // --out is a directory: an existing file (or anything else but a directory, or a link to one) is kept and refused.
   std::error_code sec;
-  const auto status = fs::symlink_status(out, sec);
+  const auto status = fs::status(out, sec);  // a link to a directory is a directory
   if (fs::exists(status) && !fs::is_directory(status)) {
     throw ConfigError("[export] --out: expected a directory for --format hf, got '" + out.string() + "', " +
-                      (fs::is_symlink(status) ? "a symbolic link" : "an existing file") +
+                      (fs::is_regular_file(status) ? "an existing file" : "not a directory") +
                       " (kept as it is). Hint: choose a directory name, e.g. " + out.stem().string() + "-hf/");
   }
   // GPT-2 for added positions, GPT-NeoX for rope; each refuses what it cannot express before anything is written.

@@ -79,8 +79,9 @@ void prepare_run_text(const TrainJob& job) {
     while (reader.next(block)) text += block;
     data::JoinCounts counts;
     const std::string joined = data::join_paragraphs(text, &counts);
-    fs::create_directories(copy.parent_path());
     std::error_code ec;
+    fs::create_directories(copy.parent_path(), ec);
+    if (ec) throw SaveError("[data] cannot create '" + copy.parent_path().string() + "': " + ec.message());
     if (!fs::is_regular_file(copy, ec) || util::read_file(copy, "paragraph copy") != joined) {
       util::atomic_write_file(copy, joined);
     }

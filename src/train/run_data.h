@@ -25,7 +25,8 @@ void prepare_run_data(const TrainJob& job);
 
 /// data.unit paragraph: writes each of job.paragraph_copies (the corpus file read and checked as a corpus,
 /// its blank-line-separated blocks joined: data/paragraphs.h), logged. With data.unit line, warns when the
-/// first training file looks hard-wrapped, naming data.unit. Throws DataError, SaveError.
+/// first training file looks hard-wrapped, naming data.unit. Throws DataError (a corpus problem, named at its
+/// own file, line and column), SaveError.
 void prepare_run_text(const TrainJob& job);
 
 /// The run's tokenizer and token files, opened, with the identity of tokenizer and corpus that checkpoints

@@ -45,7 +45,7 @@ struct TrainJob {
   std::optional<data::SplitSpec> split;
   uint64_t shard_tokens = data::kDefaultShardTokens;  ///< data.shard_tokens
   /// data.unit. With paragraph, the files above are joined copies in run_dir/paragraphs/ (rank 0 writes them
-  /// first: write_paragraph_copies), each made from the corpus file beside it here.
+  /// first: prepare_run_text), each made from the corpus file beside it here.
   tokenizer::TextUnit unit = tokenizer::TextUnit::kLine;
   std::vector<std::pair<std::filesystem::path, std::filesystem::path>> paragraph_copies;  ///< {corpus file, copy}
   tokenizer::TokenizerConfig tokenizer;

@@ -328,11 +328,12 @@ TrainResult run_training(const TrainJob& job) {
   // Rank 0 checks the start, makes the tokenizer and token files and writes config.yaml; the other ranks
   // wait for it (as long as it takes) and then open the same files.
   auto prepare = [&] {
-    prepare_run_text(job);  // data.unit paragraph: the joined copies every step below reads
+    // data.unit paragraph: the joined copies every step below reads (the only files written before the check)
+    prepare_run_text(job);
     // One training file: its held-out split, made in memory first so that a resume can compare it.
     const std::optional<data::CorpusSplit> split =
         job.split ? std::optional<data::CorpusSplit>(data::split_corpus(*job.split)) : std::nullopt;
-    check_run_start(job, split ? &*split : nullptr);  // before any tensor is loaded or file written
+    check_run_start(job, split ? &*split : nullptr);  // before any tensor is loaded or other file written
     if (split) {
       fs::create_directories(job.run_dir());
       data::write_split(*split, job.train_files.at(0), job.val_files.at(0));

@@ -6,9 +6,11 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <regex>
 #include <sstream>
 
 #include "util/errors.h"
@@ -78,25 +80,43 @@ void fsync_dir(const fs::path& dir) {
   if (rc != 0) throw SaveError("[io] fsync of directory '" + dir.string() + "' failed");
 }
 
-std::string temp_suffix() {
-  static std::atomic<uint64_t> counter{0};
-  return "tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
+namespace {
+
+// This machine's name as temporary names carry it (letters, digits, '.', '_' and '-' kept; others '_').
+const std::string& host_tag() {
+  static const std::string tag = [] {
+    char buf[256] = {0};
+    if (::gethostname(buf, sizeof buf - 1) != 0 || buf[0] == '\0') return std::string("host");
+    std::string t(buf);
+    for (char& c : t) {
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') c = '_';
+    }
+    return t;
+  }();
+  return tag;
 }
 
-int remove_stale_temporaries(const fs::path& dir, const std::string& prefix) {
+}  // namespace
+
+std::string temp_suffix() {
+  static std::atomic<uint64_t> counter{0};
+  return "tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + "-" + host_tag();
+}
+
+int remove_stale_temporaries(const fs::path& dir, const std::string& name_regex) {
+  const std::regex name(name_regex);
   int removed = 0;
   std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(dir.empty() ? fs::path(".") : dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    const size_t at = name.rfind(".tmp-");
-    if (name.rfind(prefix, 0) != 0 || at == std::string::npos) continue;
-    const std::string rest = name.substr(at + 5);  // "<pid>-<counter>"
-    const size_t dash = rest.find('-');
-    if (dash == 0 || dash == std::string::npos || rest.find_first_not_of("0123456789-") != std::string::npos) continue;
-    const long pid = std::strtol(rest.substr(0, dash).c_str(), nullptr, 10);
+  for (fs::directory_iterator it(dir.empty() ? fs::path(".") : dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string file = it->path().filename().string();
+    std::smatch m;
+    // NAME.tmp-<pid>-<counter>-<host>: only this host's, only a process that is gone
+    static const std::regex suffix(R"(^(.*)\.tmp-(\d+)-\d+-(.+)$)");
+    if (!std::regex_match(file, m, suffix) || !std::regex_match(m[1].str(), name) || m[3].str() != host_tag()) continue;
+    const long pid = std::strtol(m[2].str().c_str(), nullptr, 10);
     if (pid <= 0 || pid == ::getpid() || ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
     std::error_code rm;
-    if (fs::remove(entry.path(), rm)) ++removed;
+    if (fs::remove(it->path(), rm)) ++removed;
   }
   return removed;
 }

@@ -40,12 +40,12 @@ void fsync_dir(const fs::path& dir);
 /// directory `out` would be written in exists: checked before the work whose result it will hold.
 void check_output_directory(const fs::path& out, std::string_view component, std::string_view flag);
 
-/// A unique suffix ("tmp-<pid>-<counter>") for temporary siblings of files and directories.
+/// A unique suffix ("tmp-<pid>-<counter>-<host>") for temporary siblings of files and directories.
 std::string temp_suffix();
 
-/// Removes the temporary siblings (NAME.tmp-<pid>-<counter>, temp_suffix()) in `dir` whose NAME starts with
-/// `prefix` and whose process is gone (a writer killed before it could clean up); a live process's are kept.
-/// Returns how many were removed.
-int remove_stale_temporaries(const fs::path& dir, const std::string& prefix);
+/// Removes the temporary siblings in `dir` (NAME.tmp-<pid>-<counter>-<host>, temp_suffix()) whose NAME matches
+/// the ECMAScript regex `name_regex` whole, written on this host by a process that is gone (a writer killed before it could clean up);
+/// another host's (shared storage) and a live process's are kept. Returns how many were removed.
+int remove_stale_temporaries(const fs::path& dir, const std::string& name_regex);
 
 }  // namespace lm::util

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -23,12 +24,30 @@ RunLock::RunLock(const std::filesystem::path& run_dir) {
   std::filesystem::create_directories(run_dir, ec);
   const auto path = run_dir / ".lock";
   lock_path_ = path;
-  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd_ < 0) {
-    throw ConfigError("[run] cannot open the run lock '" + path.string() + "': " + std::strerror(errno) +
-                      ". Hint: run.dir must be a writable directory.");
+  auto open_lock = [&] {
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) {
+      throw ConfigError("[run] cannot open the run lock '" + path.string() + "': " + std::strerror(errno) +
+                        ". Hint: run.dir must be a writable directory.");
+    }
+  };
+  open_lock();
+  // A lock taken on a .lock that its creator removed meanwhile (a refused run cleans up its own directory,
+  // RunLock's destructor) locks nothing: open the path again.
+  for (int tries = 0; tries < 8 && ::flock(fd_, LOCK_EX | LOCK_NB) == 0; ++tries) {
+    struct stat held {}, now {};
+    if (::fstat(fd_, &held) == 0 && ::stat(path.c_str(), &now) == 0 && held.st_ino == now.st_ino && held.st_dev == now.st_dev) {
+      const std::string pid = std::to_string(::getpid()) + "\n";
+      if (::ftruncate(fd_, 0) == 0) {
+        [[maybe_unused]] ssize_t w = ::pwrite(fd_, pid.data(), pid.size(), 0);
+      }
+      return;
+    }
+    ::close(fd_);
+    std::filesystem::create_directories(run_dir, ec);
+    open_lock();
   }
-  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+  {
     char buf[32] = {0};
     const ssize_t n = ::pread(fd_, buf, sizeof(buf) - 1, 0);
     std::string holder = n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string("unknown");
@@ -40,10 +59,6 @@ RunLock::RunLock(const std::filesystem::path& run_dir) {
                       holder + " holding " + path.string() +
                       ". Hint: wait for it to finish, stop it (it saves on SIGTERM), or choose another run.dir.");
   }
-  const std::string pid = std::to_string(::getpid()) + "\n";
-  if (::ftruncate(fd_, 0) == 0) {
-    [[maybe_unused]] ssize_t w = ::pwrite(fd_, pid.data(), pid.size(), 0);
-  }
 }
 
 RunLock::~RunLock() {
@@ -51,7 +66,9 @@ RunLock::~RunLock() {
     std::error_code ec;
     const auto run_dir = lock_path_.parent_path();
     bool only_lock = true;
-    for (const auto& entry : std::filesystem::directory_iterator(run_dir, ec)) only_lock = only_lock && entry.path().filename() == ".lock";
+    for (std::filesystem::directory_iterator it(run_dir, ec), end; !ec && it != end; it.increment(ec)) {
+      only_lock = only_lock && it->path().filename() == ".lock";
+    }
     if (!ec && only_lock) {
       std::filesystem::remove(lock_path_, ec);
       for (const auto& d : created_) {

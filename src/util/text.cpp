@@ -1,5 +1,7 @@
 #include "util/text.h"
 
+#include <charconv>
+
 #include <cstdio>
 #include <sstream>
 
@@ -88,8 +90,8 @@ std::string mib(double bytes) {
 
 std::string as_written(double x) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", x);
-  return buf;
+  const auto r = std::to_chars(buf, buf + sizeof buf, x);  // the shortest form that reads back as x
+  return std::string(buf, r.ptr);
 }
 
 }  // namespace lm::util

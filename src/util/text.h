@@ -25,7 +25,8 @@ std::string problem_list(const std::string& head, const std::vector<std::string>
 std::string with_commas(int64_t n);
 /// Bytes in MiB (or GiB from 1 GiB) with one decimal: "390.6 MiB".
 std::string mib(double bytes);
-/// A number as a user writes it, for messages: printf's %g ("-1", "0.7", "1e-07"), not to_string's "-1.000000".
+/// A number as a user writes it, for messages: the shortest form that reads back as it ("-1", "0.7",
+/// "1.0000001", "1e-07"), not to_string's "-1.000000".
 std::string as_written(double x);
 
 }  // namespace lm::util
