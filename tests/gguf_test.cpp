@@ -5,6 +5,7 @@
 // that llama.cpp needs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include "test_util.h"
@@ -209,6 +210,45 @@ TEST(Gguf, ByteFallbackTokenizerOfTheKoreanFaqHasNoUnknownPiece) {
   ASSERT_EQ(run_lmtrain("export --checkpoint " + (dir / "ko").string() + " --format gguf --out " + (dir / "ko.gguf").string()).exit_code, 0);
   std::string skipped;
   r = check_in_llama_cpp("--model " + (dir / "ko.gguf").string() + " --probs " + (dir / "ko.json").string() +
+                         " --tolerance 2e-3 --text '" + korean + "'", skipped);
+  if (!skipped.empty()) GTEST_SKIP() << "the llama.cpp half: " << skipped;
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("tokenize: llama.cpp's"), std::string::npos) << r.output;
+}
+
+// A fine-tune that appended Korean pieces exports its larger vocabulary: llama.cpp tokenizes a Korean sentence
+// into lmtrain's ids, new pieces among them, and computes its probabilities; the HF directory's independent
+// forward agrees too.
+TEST(Gguf, AFinetuneWithNewPiecesExportsItsLargerVocabulary) {
+  ScratchDir dir("gguf_new_pieces");
+  const fs::path pre = train_for_gguf(dir, "pre", "positions: learned, tie_embeddings: true");
+  RunSpec spec;
+  spec.run = "ft";
+  spec.train_text = spec.val_text = "tiny_ko.txt";  // one file: held-out lines would not fill the 96-token window
+  spec.tokenizer = spec.model = "";
+  spec.train = "batch_size: 4, max_steps: 10, warmup_steps: 1, lr: 0.01, eval_every: 0";
+  spec.extra = "finetune: {new_pieces: 40, freeze_embeddings: old, original_val: " + data_file("tiny_en_val.txt").string() + "}\n";
+  auto r = run_lmtrain("finetune --from " + pre.string() + " -c " + write_run_config(dir, spec).string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const fs::path ft = dir / "ft";
+  tokenizer::Tokenizer tok(ft / "tokenizer.model");
+  const std::string korean = "오늘은 날씨가 좋아서 공원에 산책을 갔다";
+  const auto ids = tok.encode(korean);
+  const int32_t old_vocab = tokenizer::Tokenizer(pre / "tokenizer.model").vocab_size();
+  EXPECT_TRUE(std::any_of(ids.begin(), ids.end(), [&](int32_t id) { return id >= old_vocab; })) << "no new piece used";
+  r = run_lmtrain("inspect probs --checkpoint " + ft.string() + " --text '" + korean + "' --json -k 10");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::ofstream(dir / "ft.json") << r.output.substr(r.output.find('['));
+  ASSERT_EQ(run_lmtrain("export --checkpoint " + ft.string() + " --format hf --out " + (dir / "ft-hf").string()).exit_code, 0);
+  r = run_command("/usr/bin/python3 " + script("check_hf_export.py") + " " + (dir / "ft-hf").string() + " " +
+                  (dir / "ft.json").string());
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  ASSERT_EQ(run_lmtrain("export --checkpoint " + ft.string() + " --format gguf --out " + (dir / "ft.gguf").string()).exit_code, 0);
+  r = run_command("/usr/bin/python3 " + script("read_gguf.py") + " --check " + (dir / "ft.gguf").string() + " " +
+                  (ft / "step_00000010").string());  // every tensor as the checkpoint's, one token per id
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  std::string skipped;
+  r = check_in_llama_cpp("--model " + (dir / "ft.gguf").string() + " --probs " + (dir / "ft.json").string() +
                          " --tolerance 2e-3 --text '" + korean + "'", skipped);
   if (!skipped.empty()) GTEST_SKIP() << "the llama.cpp half: " << skipped;
   EXPECT_EQ(r.exit_code, 0) << r.output;

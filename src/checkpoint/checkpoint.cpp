@@ -119,6 +119,10 @@ fs::path save_checkpoint(const fs::path& run_dir, const std::string& name, const
     files.emplace_back("config.yaml", req.config_yaml);
     files.emplace_back("arch.json", json(req.model->config()).dump(2) + "\n");
     files.emplace_back("tokenizer.model", util::read_file(req.tokenizer_model, "tokenizer model"));
+    // a fine-tune's extended tokenizer: which pieces it added, and from which old ones (tokenizer/extend.h)
+    if (!req.tokenizer_extension.empty()) {
+      files.emplace_back("tokenizer.model.json", util::read_file(req.tokenizer_extension, "tokenizer sidecar"));
+    }
     json manifest{{"format_version", kFormatVersion}, {"files", json::array()}};
     for (auto& [fname, bytes] : files) {
       if (fname != files.front().first && util::fault_hooks().fail_save(name)) {

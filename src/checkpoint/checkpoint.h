@@ -9,6 +9,7 @@
 //   config.yaml         the effective run config
 //   arch.json           the GptConfig the weights belong to
 //   tokenizer.model     the SentencePiece model the ids refer to
+//   tokenizer.model.json  only when a fine-tune appended pieces: which, and the old pieces each came from
 //   manifest.json       written last: format version, every file with size and SHA-256
 // It is written as RUN/step_00001000.tmp-*, every file fsynced, then renamed into place; RUN/latest (a
 // one-line text file naming the newest checkpoint) is replaced atomically afterwards.
@@ -113,6 +114,8 @@ struct SaveRequest {
   std::string config_yaml;
   fs::path tokenizer_model;
   bool update_latest = true;  ///< point RUN/latest at it (false for `best`)
+  /// A fine-tune's extended tokenizer's sidecar (tokenizer/extend.h), saved as tokenizer.model.json; empty: none.
+  fs::path tokenizer_extension;
 };
 
 /// Writes RUN/NAME atomically and, when asked, points RUN/latest at it. An existing RUN/NAME is replaced

@@ -72,6 +72,10 @@ std::string optimizer_bytes(const torch::optim::AdamW& opt, const model::GptImpl
 }
 
 void load_weights(model::GptImpl& model, const fs::path& dir, MissingHead missing_head) {
+  copy_weights(model, read_weights(dir, missing_head), weights_file(dir).string());
+}
+
+std::map<std::string, torch::Tensor> read_weights(const fs::path& dir, MissingHead missing_head) {
   const bool head_from_tok_emb = missing_head == MissingHead::kFromTokEmb;
   const fs::path file = weights_file(dir);
   std::map<std::string, torch::Tensor> stored;
@@ -83,7 +87,7 @@ void load_weights(model::GptImpl& model, const fs::path& dir, MissingHead missin
   if (head_from_tok_emb && !stored.count("head.weight") && stored.count("tok_emb.weight")) {
     stored["head.weight"] = stored["tok_emb.weight"].clone();
   }
-  copy_weights(model, stored, file.string());
+  return stored;
 }
 
 void copy_weights(model::GptImpl& model, const std::map<std::string, torch::Tensor>& stored, const std::string& origin) {

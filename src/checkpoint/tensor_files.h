@@ -51,6 +51,10 @@ enum class MissingHead { kRefuse, kFromTokEmb };
 /// (untying a tied checkpoint). Throws CheckpointError on a missing, extra, misshapen or non-F32 tensor.
 void load_weights(model::GptImpl& model, const std::filesystem::path& dir, MissingHead missing_head = MissingHead::kRefuse);
 
+/// The weights stored in checkpoint `dir` by name, as load_weights reads them (head.weight added from
+/// tok_emb.weight under MissingHead::kFromTokEmb). Throws CheckpointError.
+std::map<std::string, torch::Tensor> read_weights(const std::filesystem::path& dir, MissingHead missing_head);
+
 /// Copies `stored` (lmtrain name -> tensor) into `model`, checking every name, dtype (F32) and shape before
 /// copying any; `origin` names the source in errors. Throws CheckpointError on a missing, extra, misshapen
 /// or non-F32 tensor.

@@ -94,12 +94,21 @@ class Reporter {
 
   void operator()(model::GptImpl& model, int64_t step, train::ReportKind kind) {
     const bool final = kind == train::ReportKind::kFinal;
-    if (counts_.empty()) counts_ = inspect::token_counts((run_dir_ / "train.bin").string(), model.config().vocab_size);
+    if (counts_.empty()) {
+      counts_ = inspect::token_counts((run_dir_ / "train.bin").string(), model.config().vocab_size);
+      extension_ = tokenizer::read_extension(run_dir_ / "tokenizer.model");
+      if (extension_.old_vocab > 0) run_tok_.emplace(run_dir_ / "tokenizer.model");
+    }
     nlohmann::json drift = nlohmann::json::array();
+    const int top_k = static_cast<int>(cfg_.finetune.drift_top_k);
     auto report = [&](const std::string& name, const torch::Tensor& before, const torch::Tensor& after) {
-      auto r = inspect::drift_report(name, before, after, counts_, tok_, static_cast<int>(cfg_.finetune.drift_top_k));
-      std::cout << "step " << step << ": " << inspect::format_drift(r);
-      drift.push_back(inspect::to_json(r));
+      // the added pieces' rows (if any) against the rows they started from
+      const auto start = train::added_rows_start(before, run_dir_ / "tokenizer.model", cfg_.finetune.new_rows_init,
+                                                 cfg_.run.seed);
+      for (const auto& r : inspect::table_drift(name, before, after, start, counts_, run_tok_ ? *run_tok_ : tok_, top_k)) {
+        std::cout << "step " << step << ": " << inspect::format_drift(r);
+        drift.push_back(inspect::to_json(r));
+      }
     };
     report("tok_emb.weight", base_.model->tok_emb->weight, model.tok_emb->weight.cpu());  // base_ is on the CPU
     if (!model.config().tie_embeddings) report("head.weight", base_.model->output_weight(), model.output_weight().cpu());
@@ -120,10 +129,26 @@ class Reporter {
     // operations (the same products and precision), on the same device
     model::Gpt before(base_.arch, model.ops());
     const auto start = model::named_weights(*base_.model);
-    checkpoint::copy_weights(*before, {start.begin(), start.end()}, base_.dir.string());
+    std::map<std::string, torch::Tensor> weights(start.begin(), start.end());
+    checkpoint::copy_weights(*before, weights, base_.dir.string());
     before->to(model.device());
+    // With added pieces the new text's ids reach past the checkpoint's vocabulary: its "before" is the
+    // fine-tune's own start (the checkpoint with the added rows as they began). The original text is read
+    // with the checkpoint's tokenizer by both, the same tokens.
+    model::Gpt start_model = before;
+    if (extension_.old_vocab > 0) {
+      for (auto& [name, t] : weights) {
+        if (name == "tok_emb.weight" || name == "head.weight") {
+          t = train::grow_rows(t, extension_, cfg_.finetune.new_rows_init, cfg_.run.seed);
+        }
+      }
+      start_model = model::Gpt(model.config(), model.ops());
+      if (!model.config().tie_embeddings && !weights.count("head.weight")) weights["head.weight"] = weights["tok_emb.weight"];
+      checkpoint::copy_weights(*start_model, weights, base_.dir.string());
+      start_model->to(model.device());
+    }
     const int64_t B = cfg_.train.batch_size;
-    const double new_before = train::evaluate(*before, new_val, B, 0).loss, new_after = train::evaluate(model, new_val, B, 0).loss;
+    const double new_before = train::evaluate(*start_model, new_val, B, 0).loss, new_after = train::evaluate(model, new_val, B, 0).loss;
     const double old_before = train::evaluate(*before, old_val, B, 0).loss, old_after = train::evaluate(model, old_val, B, 0).loss;
     std::printf("forgetting report (validation loss, nats/token, whole files)\n");
     std::printf("  %-44s %9s %9s %9s\n", "", "before", "after", "change");
@@ -172,6 +197,8 @@ class Reporter {
   checkpoint::LoadedCheckpoint base_;
   tokenizer::Tokenizer tok_;
   std::vector<int64_t> counts_;
+  tokenizer::Extension extension_;                ///< the pieces this run added (old_vocab 0: none)
+  std::optional<tokenizer::Tokenizer> run_tok_;   ///< the run's extended tokenizer, when it has one
   OriginalVal original_;
 };
 
@@ -183,6 +210,7 @@ void add_finetune_commands(CLI::App& app) {
     std::vector<std::string> overrides;
     bool overwrite = false;
     int nproc = 1;
+    std::optional<int64_t> new_pieces;
   };
   auto o = std::make_shared<Opts>();
   auto* ft = app.add_subcommand("finetune",
@@ -194,12 +222,25 @@ void add_finetune_commands(CLI::App& app) {
   ft->add_option("--resume", o->resume, "continue an interrupted fine-tune exactly: auto | PATH");
   ft->add_option("--device", o->device, "overrides run.device: auto | cpu | cuda | cuda:N");
   ft->add_flag("--overwrite", o->overwrite, "delete checkpoints of an earlier run in run.dir instead of refusing");
+  ft->add_option("--new-pieces", o->new_pieces,
+                 "overrides finetune.new_pieces: append up to N pieces of a tokenizer trained on the new text");
   add_nproc_option(ft, o->nproc);
   ft->callback([o] {
     auto overrides = o->overrides;
     if (!o->device.empty()) overrides.push_back("run.device=" + o->device);  // checked like the key
+    if (o->new_pieces) overrides.push_back("finetune.new_pieces=" + std::to_string(*o->new_pieces));
     config::RunConfig cfg = config::load_config(o->config, overrides);
+    if (cfg.explicit_keys.count("finetune.new_pieces") && cfg.finetune.new_pieces <= 0) {
+      throw ConfigError("[finetune] new_pieces: expected a number of pieces to add, >= 1, got " +
+                        std::to_string(cfg.finetune.new_pieces) + ". Hint: leave it out to keep the vocabulary.");
+    }
     const fs::path from = checkpoint::resolve_checkpoint(o->from);
+    const bool extends = cfg.finetune.new_pieces > 0 || !cfg.finetune.new_pieces_from.empty();
+    if (extends && !fs::is_regular_file(from / "tokenizer.model")) {
+      throw ConfigError("[finetune] new_pieces: expected the checkpoint's tokenizer model '" +
+                        (from / "tokenizer.model").string() + "' to extend, got no such file. Hint: fine-tune without "
+                        "finetune.new_pieces, or copy the run's tokenizer.model into the checkpoint.");
+    }
     checkpoint::verify_checkpoint(from);
     OriginalVal original = adopt_checkpoint(cfg, from);
     if (cfg.finetune.untie_head && cfg.model.tie_embeddings) {
@@ -220,6 +261,9 @@ void add_finetune_commands(CLI::App& app) {
     job.embedding_lr_scale = cfg.finetune.embedding_lr_scale;
     job.unfreeze = train::unfreeze_prefixes(cfg.finetune);
     job.unfreeze_after = cfg.finetune.unfreeze_embeddings_after;
+    job.new_pieces = {cfg.finetune.new_pieces, cfg.finetune.new_pieces_from};
+    job.new_rows_init = cfg.finetune.new_rows_init;
+    job.freeze_old_rows = cfg.finetune.freeze_embeddings == train::EmbeddingFreeze::kOld;
     auto reporter = std::make_shared<Reporter>(cfg, from, original);
     job.on_report = [reporter](model::GptImpl& m, int64_t step, train::ReportKind kind) { (*reporter)(m, step, kind); };
     job.report_every = cfg.finetune.drift_every;

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/checkpoint.h"
+#include "config/config.h"
 #include "cli/commands.h"
 #include "data/token_file.h"
 #include "inspect/context.h"
@@ -15,6 +16,7 @@
 #include "inspect/geometry.h"
 #include "inspect/probs.h"
 #include "sample/sampler.h"
+#include "train/finetune.h"
 #include "util/errors.h"
 #include "util/fs.h"
 #include "util/hash.h"
@@ -226,12 +228,23 @@ void add_inspect_commands(CLI::App& app) {
     const auto counts = o->tokens.empty() ? std::vector<int64_t>{} : inspect::token_counts(o->tokens, b.arch.vocab_size);
     nlohmann::json out = nlohmann::json::array();
     std::vector<inspect::DriftReport> reports;
-    reports.push_back(inspect::drift_report("tok_emb.weight", a.model->tok_emb->weight, b.model->tok_emb->weight, counts,
-                                            tok, o->top_k));
+    // rows B's fine-tune added (finetune.new_pieces) against their initial values, as its config made them
+    std::optional<config::RunConfig> b_cfg;
+    try {
+      b_cfg = config::parse_config(b.config_yaml, (b.dir / "config.yaml").string(), {});
+    } catch (const ConfigError&) {
+      // a config this version cannot read: tables of one size still compare
+    }
+    auto table = [&](const std::string& name, const torch::Tensor& before, const torch::Tensor& after) {
+      const auto start = b_cfg ? train::added_rows_start(before, b.tokenizer_model, b_cfg->finetune.new_rows_init,
+                                                         b_cfg->run.seed)
+                               : torch::Tensor();
+      for (auto& r : inspect::table_drift(name, before, after, start, counts, tok, o->top_k)) reports.push_back(std::move(r));
+    };
+    table("tok_emb.weight", a.model->tok_emb->weight, b.model->tok_emb->weight);
     if (!b.arch.tie_embeddings) {
       // an untied head is compared with A's output projection (its head, or its tied token table)
-      reports.push_back(inspect::drift_report("head.weight", a.model->output_weight(), b.model->output_weight(), counts,
-                                              tok, o->top_k));
+      table("head.weight", a.model->output_weight(), b.model->output_weight());
     }
     std::cout << "from " << a.dir.string() << " (step " << a.state.step << ") to " << b.dir.string() << " (step "
               << b.state.step << ")\n";

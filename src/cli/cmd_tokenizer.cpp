@@ -85,10 +85,12 @@ void add_train_command(CLI::App* tokcmd) {
 void add_stats_command(CLI::App* tokcmd) {
   struct StatsOpts {
     std::string corpus, sizes = "1000,2000,4000,8000,16000", model_type = "bpe", config;
+    std::vector<std::string> models;
     inspect::StatsOptions opt;
   };
   auto st = std::make_shared<StatsOpts>();
-  auto* stats = tokcmd->add_subcommand("stats", "Train tokenizers of several sizes on a sample; compare them on held-out text");
+  auto* stats = tokcmd->add_subcommand("stats", "Train tokenizers of several sizes on a sample and compare them on held-out "
+                                                "text, or compare existing tokenizers (--model, twice or more) on a text");
   stats->add_option("--corpus", st->corpus, "UTF-8 text, one unit per line (e.g. data/kjv/train.txt)")->required();
   stats->add_option("--sizes", st->sizes, "vocabulary sizes to compare")->capture_default_str();
   stats->add_option("--model-type", st->model_type, "bpe | unigram")->capture_default_str();
@@ -100,7 +102,19 @@ void add_stats_command(CLI::App* tokcmd) {
       ->capture_default_str()->check(CLI::Range(2, 1000));
   stats->add_option("-c,--config", st->config, "YAML config whose model section sizes the embedding share (default: defaults)");
   stats->add_option("--threads", st->opt.threads, "trainer threads")->capture_default_str()->check(CLI::Range(1, 1 << 30));
+  stats->add_option("--model", st->models,
+                    "an existing tokenizer .model to measure on the whole --corpus (repeat: the first is the "
+                    "baseline, e.g. a checkpoint's and its fine-tune's extended one)");
   stats->callback([st] {
+    if (!st->models.empty()) {
+      if (st->models.size() < 2) {
+        throw ConfigError("[tokenizer] stats --model: expected two or more tokenizers to compare, got one. Hint: "
+                          "--model OLD.model --model NEW.model");
+      }
+      const std::vector<std::filesystem::path> models(st->models.begin(), st->models.end());
+      std::cout << inspect::format_compare(inspect::compare_tokenizers(st->corpus, models), st->corpus);
+      return;
+    }
     st->opt.base.model_type = tokenizer::parse_model_type(st->model_type);
     if (!st->config.empty()) st->opt.model = config::load_config(st->config, {}).model;  // else GptConfig defaults
     st->opt.sizes = parse_sizes(st->sizes);

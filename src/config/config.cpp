@@ -137,9 +137,19 @@ void validate(const RunConfig& c, std::vector<std::string>& errs) {
   if (c.train.min_lr > c.train.lr) {
     errs.push_back("train.min_lr: expected <= train.lr=" + show(c.train.lr) + ", got " + show(c.train.min_lr));
   }
-  if (c.finetune.unfreeze_embeddings_after > 0 && !c.finetune.freeze_embeddings && !c.finetune.freeze_positions) {
-    errs.push_back("finetune.unfreeze_embeddings_after: expected finetune.freeze_embeddings or finetune.freeze_positions "
-                   "to be true (nothing to unfreeze), got both false");
+  const bool emb_frozen = c.finetune.freeze_embeddings != train::EmbeddingFreeze::kNone;
+  if (c.finetune.unfreeze_embeddings_after > 0 && !emb_frozen && !c.finetune.freeze_positions) {
+    errs.push_back("finetune.unfreeze_embeddings_after: expected finetune.freeze_embeddings (true or old) or "
+                   "finetune.freeze_positions (nothing to unfreeze), got neither");
+  }
+  const bool extends = c.finetune.new_pieces > 0 || !c.finetune.new_pieces_from.empty();
+  if (c.finetune.new_pieces > 0 && !c.finetune.new_pieces_from.empty()) {
+    errs.push_back("finetune.new_pieces: expected it or finetune.new_pieces_from, got both (" +
+                   show(c.finetune.new_pieces) + " and '" + c.finetune.new_pieces_from + "')");
+  }
+  if (c.finetune.freeze_embeddings == train::EmbeddingFreeze::kOld && !extends) {
+    errs.push_back("finetune.freeze_embeddings: old freezes the rows of the checkpoint's pieces and trains the added "
+                   "ones: expected finetune.new_pieces or finetune.new_pieces_from, got neither");
   }
   if (c.finetune.unfreeze_embeddings_after >= c.train.max_steps) {
     errs.push_back("finetune.unfreeze_embeddings_after: expected < train.max_steps=" + show(c.train.max_steps) +

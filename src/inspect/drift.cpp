@@ -41,7 +41,8 @@ RowDrift row_drift(const std::string& tensor, const torch::Tensor& before, const
 }
 
 DriftReport drift_report(const std::string& tensor, const torch::Tensor& before, const torch::Tensor& after,
-                         const std::vector<int64_t>& counts, const tokenizer::Tokenizer& tok, int top_k) {
+                         const std::vector<int64_t>& counts, const tokenizer::Tokenizer& tok, int top_k,
+                         int32_t first_id) {
   const RowDrift rows = row_drift(tensor, before, after);
   const int64_t V = before.size(0);
   if (!counts.empty() && static_cast<int64_t>(counts.size()) != V) {
@@ -66,10 +67,32 @@ DriftReport drift_report(const std::string& tensor, const torch::Tensor& before,
   std::partial_sort(order.begin(), order.begin() + k, order.end(),
                     [&](int64_t x, int64_t y) { return pl2[x] > pl2[y] || (pl2[x] == pl2[y] && x < y); });
   for (int64_t i = 0; i < k && pl2[order[i]] > 0.0; ++i) {  // rows that did not move are not "most moved"
-    const auto id = static_cast<int32_t>(order[i]);
-    r.top.push_back({id, tok.piece(id), pl2[id], all_cos[id], counts.empty() ? -1 : counts[id]});
+    const auto row = static_cast<int32_t>(order[i]), id = first_id + row;
+    r.top.push_back({id, tok.piece(id), pl2[row], all_cos[row], counts.empty() ? -1 : counts[row]});
   }
   return r;
+}
+
+std::vector<DriftReport> table_drift(const std::string& tensor, const torch::Tensor& before, const torch::Tensor& after,
+                                     const torch::Tensor& added_start, const std::vector<int64_t>& counts,
+                                     const tokenizer::Tokenizer& tok, int top_k) {
+  const int64_t old = before.dim() == 2 ? before.size(0) : 0, rows = after.dim() == 2 ? after.size(0) : 0;
+  if (old == 0 || rows < old || (rows > old && (!added_start.defined() || added_start.size(0) != rows - old))) {
+    throw CheckpointError("[drift] " + tensor + ": expected a table with the rows of " + c10::str(before.sizes()) +
+                          " and, past them, rows added by a fine-tune with their initial values, got " +
+                          c10::str(after.sizes()) + ". Hint: compare checkpoints of one vocabulary, or a fine-tune "
+                          "with its starting checkpoint.");
+  }
+  auto part = [&](int64_t from, int64_t n) {
+    return counts.empty() ? std::vector<int64_t>{} : std::vector<int64_t>(counts.begin() + from, counts.begin() + from + n);
+  };
+  std::vector<DriftReport> out;
+  out.push_back(drift_report(tensor, before, after.narrow(0, 0, old), part(0, old), tok, top_k));
+  if (rows > old) {
+    out.push_back(drift_report(tensor + " added rows", added_start, after.narrow(0, old, rows - old), part(old, rows - old),
+                               tok, top_k, static_cast<int32_t>(old)));
+  }
+  return out;
 }
 
 std::vector<int64_t> token_counts(const std::string& token_file, int64_t vocab_size) {

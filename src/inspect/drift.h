@@ -47,9 +47,20 @@ RowDrift row_drift(const std::string& tensor, const torch::Tensor& before, const
 
 /// Per-row drift of `after` against `before` (both (V,C)). `counts` has V entries (occurrences in the
 /// corpus of interest; empty = unknown, then no row counts as unseen). Pieces are named through `tok`.
+/// Row i is id `first_id` + i (the rows of added pieces start at the old vocabulary's size).
 /// REQUIRES: equal shapes; top_k >= 0.
 DriftReport drift_report(const std::string& tensor, const torch::Tensor& before, const torch::Tensor& after,
-                         const std::vector<int64_t>& counts, const tokenizer::Tokenizer& tok, int top_k);
+                         const std::vector<int64_t>& counts, const tokenizer::Tokenizer& tok, int top_k,
+                         int32_t first_id = 0);
+
+/// The drift of a table that a fine-tune may have grown, from `before` (V_b, C) to `after` (V_a >= V_b, C):
+/// rows [0, V_b) against `before`, and, when `after` has more rows (pieces the fine-tune added), those rows
+/// against `added_start` (their initial values, (V_a - V_b, C)) as a second report, "TENSOR added rows".
+/// `counts` covers V_a ids (or is empty); `tok` is `after`'s tokenizer. Throws CheckpointError for tables
+/// that cannot be compared so.
+std::vector<DriftReport> table_drift(const std::string& tensor, const torch::Tensor& before, const torch::Tensor& after,
+                                     const torch::Tensor& added_start, const std::vector<int64_t>& counts,
+                                     const tokenizer::Tokenizer& tok, int top_k);
 
 /// Occurrences of each id in [0, V) in a token file.
 std::vector<int64_t> token_counts(const std::string& token_file, int64_t vocab_size);

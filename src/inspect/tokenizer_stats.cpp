@@ -117,6 +117,56 @@ StatsReport tokenizer_stats(const fs::path& corpus, const StatsOptions& opt) {
   return r;
 }
 
+CompareReport compare_tokenizers(const fs::path& corpus, const std::vector<fs::path>& models) {
+  const std::string text = tokenizer::read_corpus(corpus, "corpus");
+  std::vector<tokenizer::Tokenizer> toks;
+  CompareReport r;
+  for (const auto& m : models) {
+    toks.emplace_back(m);
+    r.models.push_back({m, toks.back().vocab_size(), 0, 0, 0});
+  }
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    ++r.lines;
+    r.bytes += static_cast<int64_t>(line.size());
+    std::vector<int32_t> first;
+    for (size_t i = 0; i < toks.size(); ++i) {
+      const auto ids = toks[i].encode(line);
+      auto& c = r.models[i];
+      c.pieces += static_cast<int64_t>(ids.size());
+      if (i == 0) {
+        first = ids;
+        continue;
+      }
+      c.lines_changed += ids != first;
+      for (int32_t id : ids) c.pieces_past_first += id >= r.models[0].vocab_size;
+    }
+  }
+  return r;
+}
+
+std::string format_compare(const CompareReport& r, const fs::path& corpus) {
+  std::string out = "corpus " + corpus.string() + ": " + std::to_string(r.lines) + " non-blank lines, " +
+                    util::with_commas(r.bytes) + " bytes\n";
+  char buf[512];
+  std::snprintf(buf, sizeof buf, "%-40s %8s %12s %10s %9s %15s %15s\n", "tokenizer", "vocab", "pieces", "pieces/B",
+                "vs first", "lines changed", "added pieces");
+  out += buf;
+  for (const auto& c : r.models) {
+    const double per_byte = r.bytes ? static_cast<double>(c.pieces) / static_cast<double>(r.bytes) : 0.0;
+    const double ratio = r.models[0].pieces ? static_cast<double>(c.pieces) / static_cast<double>(r.models[0].pieces) : 0.0;
+    std::snprintf(buf, sizeof buf, "%-40s %8d %12s %10.4f %8.3fx %14.1f%% %14.1f%%\n", c.model.string().c_str(), c.vocab_size,
+                  util::with_commas(c.pieces).c_str(), per_byte, ratio,
+                  r.lines ? 100.0 * static_cast<double>(c.lines_changed) / static_cast<double>(r.lines) : 0.0,
+                  c.pieces ? 100.0 * static_cast<double>(c.pieces_past_first) / static_cast<double>(c.pieces) : 0.0);
+    out += buf;
+  }
+  out += "(vs first: pieces against the first tokenizer's; lines changed: lines whose ids differ from the first's; "
+         "added pieces: the share of ids at or past the first's vocabulary size)\n";
+  return out;
+}
+
 std::string format_stats(const StatsReport& r, const StatsOptions& opt) {
   std::string out;
   char buf[512];

@@ -38,6 +38,25 @@ struct StatsReport {
   std::vector<SizeStats> sizes;
 };
 
+/// One tokenizer's encoding of a text (compare_tokenizers).
+struct ModelCost {
+  std::filesystem::path model;
+  int32_t vocab_size = 0;
+  int64_t pieces = 0;             ///< ids over every line
+  int64_t lines_changed = 0;      ///< lines whose ids differ from the first model's
+  int64_t pieces_past_first = 0;  ///< ids >= the first model's vocabulary size (pieces an extension added)
+};
+
+struct CompareReport {
+  int64_t lines = 0, bytes = 0;  ///< non-blank lines, and their UTF-8 bytes
+  std::vector<ModelCost> models;
+};
+
+/// Encodes every line of `corpus` with each tokenizer in `models` (the first is the baseline): pieces per
+/// byte, and how much of the encoding differs from the first's. Throws DataError.
+CompareReport compare_tokenizers(const std::filesystem::path& corpus, const std::vector<std::filesystem::path>& models);
+std::string format_compare(const CompareReport& r, const std::filesystem::path& corpus);
+
 /// Throws DataError when the corpus is missing or has too few lines to hold any out.
 StatsReport tokenizer_stats(const std::filesystem::path& corpus, const StatsOptions& opt);
 std::string format_stats(const StatsReport& r, const StatsOptions& opt);

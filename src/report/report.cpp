@@ -7,6 +7,7 @@
 #include "data/token_file.h"
 #include "inspect/drift.h"
 #include "report/sections.h"
+#include "tokenizer/extend.h"
 #include "util/errors.h"
 #include "util/fs.h"
 #include "util/hash.h"
@@ -82,9 +83,11 @@ std::optional<checkpoint::LoadedCheckpoint> drift_base(const Sources& s, const f
       return std::nullopt;
     }
   }
-  if (base && util::sha256_file(base->tokenizer_model) != s.tok->sha256()) {
+  // the same tokenizer, or the one a fine-tune with new pieces extended (its old ids mean the same pieces)
+  const std::string base_tok = base ? util::sha256_file(base->tokenizer_model) : "";
+  if (base && base_tok != s.tok->sha256() && tokenizer::read_extension(s.ck.tokenizer_model).extends_sha256 != base_tok) {
     throw CheckpointError("[report] --compare: expected a checkpoint with the same tokenizer as " + s.ck.dir.string() +
-                          ", got " + base->dir.string());
+                          " (or the one its new pieces extend), got " + base->dir.string());
   }
   return base;
 }

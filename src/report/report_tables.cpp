@@ -111,12 +111,21 @@ nlohmann::json frozen_proof(const Sources& s, const checkpoint::LoadedCheckpoint
                        {"shape", c10::str(p.sizes())},
                        {"before", comparable ? train::tensor_sha256(it->second) : ""},
                        {"after", train::tensor_sha256(p)}});
+    if (it != before.end() && p.dim() == 2 && it->second.dim() == 2 && p.size(0) > it->second.size(0)) {
+      // a table grown by added pieces: its old rows compare with the base's whole table
+      const int64_t old = it->second.size(0);
+      tensors.push_back({{"name", name + " rows 0-" + std::to_string(old - 1)},
+                         {"shape", c10::str(it->second.sizes())},
+                         {"before", train::tensor_sha256(it->second)},
+                         {"after", train::tensor_sha256(p.narrow(0, 0, old))}});
+    }
   }
   nlohmann::json config = nlohmann::json::object();  // what the fine-tune meant to freeze (empty: a plain run)
   if (s.cfg && !s.cfg->finetune.from.empty()) {
     config["frozen prefixes"] = train::freeze_prefixes(s.cfg->finetune);
     config["unfrozen after step"] = s.cfg->finetune.unfreeze_embeddings_after;
     config["untie_head"] = s.cfg->finetune.untie_head;
+    config["freeze_embeddings"] = train::to_string(s.cfg->finetune.freeze_embeddings);
   }
   return {{"tensors", tensors}, {"config", config}};
 }
@@ -125,12 +134,27 @@ nlohmann::json frozen_proof(const Sources& s, const checkpoint::LoadedCheckpoint
 
 nlohmann::json drift_section(const Sources& s, const checkpoint::LoadedCheckpoint& base, int top_k) {
   nlohmann::json reports = nlohmann::json::array();
+  // rows a fine-tune added (new_pieces) are compared with their initial values, apart from the old rows
+  auto start_of = [&](const torch::Tensor& before) {
+    return s.cfg ? train::added_rows_start(before, s.ck.tokenizer_model, s.cfg->finetune.new_rows_init, s.cfg->run.seed)
+                 : torch::Tensor();
+  };
+  auto table = [&](const std::string& name, const torch::Tensor& before, const torch::Tensor& after) {
+    for (const auto& r : inspect::table_drift(name, before, after, start_of(before), s.counts, *s.tok, top_k)) {
+      reports.push_back(inspect::to_json(r));
+    }
+  };
+  const auto& before = base.model->tok_emb->weight;
   const auto& after = s.ck.model->tok_emb->weight;
-  const auto rows = inspect::row_drift("tok_emb.weight", base.model->tok_emb->weight, after);
-  reports.push_back(inspect::to_json(inspect::drift_report("tok_emb.weight", base.model->tok_emb->weight, after, s.counts, *s.tok, top_k)));
+  table("tok_emb.weight", before, after);
+  const int64_t old = std::min(before.size(0), after.size(0));
+  auto rows = inspect::row_drift("tok_emb.weight", before, after.narrow(0, 0, old));
+  if (after.size(0) > old) {  // the per-row column runs on through the added rows, against their start
+    const auto added = inspect::row_drift("tok_emb.weight", start_of(before), after.narrow(0, old, after.size(0) - old));
+    rows = {torch::cat({rows.l2, added.l2}), torch::cat({rows.cos_drift, added.cos_drift})};
+  }
   if (!s.ck.arch.tie_embeddings) {  // an untied head against the base's output projection, as `inspect drift`
-    reports.push_back(inspect::to_json(
-        inspect::drift_report("head.weight", base.model->output_weight(), s.ck.model->output_weight(), s.counts, *s.tok, top_k)));
+    table("head.weight", base.model->output_weight(), s.ck.model->output_weight());
   }
   nlohmann::json forgetting = nullptr;
   const fs::path f = s.run_dir / "forgetting.json";

@@ -3,14 +3,33 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace lm::train {
 
+/// finetune.freeze_embeddings: false = the token table trains; true = it is frozen; old = the rows of the
+/// checkpoint's own pieces are frozen and the rows of pieces added by new_pieces train.
+enum class EmbeddingFreeze { kNone, kAll, kOld };
+
+/// Parses "false" | "true" | "old"; throws ConfigError otherwise.
+EmbeddingFreeze parse_embedding_freeze(std::string_view s);
+std::string to_string(EmbeddingFreeze f);
+
+/// finetune.new_rows_init: how the rows of added pieces start. pieces = the mean of the old rows of the pieces
+/// the old tokenizer split the piece into (byte pieces too); mean = the mean of all old rows; normal = N(0, 0.02),
+/// as pretraining draws them.
+enum class NewRowsInit { kPieces, kMean, kNormal };
+
+/// Parses "pieces" | "mean" | "normal"; throws ConfigError otherwise.
+NewRowsInit parse_new_rows_init(std::string_view s);
+std::string to_string(NewRowsInit i);
+
 /// YAML section `finetune` (used by `lmtrain finetune`; ignored by `lmtrain train`).
 struct FinetuneConfig {
   std::string from;                  ///< starting checkpoint (set from --from; recorded for resume)
-  bool freeze_embeddings = false;    ///< freeze tok_emb.weight (with a tied head: the output projection too)
+  EmbeddingFreeze freeze_embeddings = EmbeddingFreeze::kNone;  ///< freeze tok_emb.weight (with a tied head: the
+                                                              ///< output projection too), or only its old rows
   bool freeze_positions = false;     ///< freeze pos_emb.weight (learned positions)
   std::vector<std::string> freeze;   ///< further parameter-name prefixes to freeze, e.g. "blocks.0."
   bool untie_head = false;           ///< give a tied checkpoint its own head (a copy of the token table), so
@@ -22,6 +41,9 @@ struct FinetuneConfig {
   std::string original_val;          ///< original corpus validation text ("" = the checkpoint's data.val)
   int64_t drift_every = 0;           ///< steps between drift reports (0 = only at the end)
   int64_t drift_top_k = 10;          ///< most-moved pieces listed in drift reports
+  int64_t new_pieces = 0;            ///< > 0: append up to this many pieces of a tokenizer trained on the new text
+  std::string new_pieces_from;       ///< or append the pieces listed in this file, one a line
+  NewRowsInit new_rows_init = NewRowsInit::kPieces;  ///< how the added pieces' rows start
 };
 
 }  // namespace lm::train

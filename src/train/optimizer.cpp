@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "checkpoint/tensor_files.h"
 #include "train/fused_adamw.h"
 #include "util/device.h"
 
@@ -113,6 +114,10 @@ void RunOptimizer::step(const GradClip& clip) {
 void RunOptimizer::zero_grad() {
   adamw_->zero_grad();
   if (muon_) muon_->zero_grad();
+}
+
+void RunOptimizer::restart_state(const torch::Tensor& p) {
+  adamw_->state().erase(checkpoint::state_key(adamw_->state(), p));
 }
 
 std::map<std::string, torch::Tensor> RunOptimizer::muon_state() const {

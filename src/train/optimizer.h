@@ -67,6 +67,8 @@ class RunOptimizer {
   /// clipping.
   void step(const GradClip& clip = {});
   void zero_grad();
+  /// Forgets AdamW's moments and step count of `p`, as for a tensor that starts training now.
+  void restart_state(const torch::Tensor& p);
 
   const torch::optim::AdamW& adamw() const { return *adamw_; }
   torch::optim::AdamW& adamw() { return *adamw_; }

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "dist/group.h"
+#include "tokenizer/extend.h"
 #include "tokenizer/model_spec.h"
 #include "util/errors.h"
 #include "util/fs.h"
@@ -103,6 +104,10 @@ void preflight_resume(const TrainJob& job, const fs::path& ckpt, const data::Cor
   // Every architecture field (model/gpt_config.h visit_fields); the vocabulary size is the tokenizer's.
   model::GptConfig now = job.model;
   now.vocab_size = job.tokenizer.vocab_size;
+  if (!job.init_from.empty() && job.new_pieces.active()) {  // a fine-tune that appended pieces: their count too
+    const auto e = tokenizer::read_extension(ckpt / "tokenizer.model");
+    if (e.old_vocab > 0) now.vocab_size = e.vocab_size();
+  }
   const auto was = model::field_texts(checkpoint::read_arch(ckpt)), is = model::field_texts(now);
   std::vector<std::string> p;
   for (size_t i = 0; i < was.size(); ++i) {

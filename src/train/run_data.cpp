@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <thread>
@@ -35,15 +36,38 @@ std::string byte_pieces(const fs::path& model) {
              : ", no byte pieces (an unknown character reads as <unk>; tokenizer.byte_fallback adds them)";
 }
 
+// finetune.new_pieces: the checkpoint's tokenizer with the new text's pieces appended (made once; a resume
+// finds it current).
+void extend_run_tokenizer(const TrainJob& job, const fs::path& path) {
+  const auto t0 = Clock::now();
+  const fs::path src = job.init_from / "tokenizer.model";
+  const auto [e, made] = tokenizer::ensure_extended_tokenizer(src, job.train_files, job.new_pieces, job.tokenizer,
+                                                              job.run.threads, job.run.seed, path);
+  const auto intermediate = std::count_if(e.pieces.begin(), e.pieces.end(), [](auto& p) { return p.intermediate; });
+  const std::string what = job.new_pieces.list.empty() ? "from a tokenizer trained on " + tokenizer::describe_files(job.train_files)
+                                                       : "listed in " + job.new_pieces.list.string();
+  spdlog::info("tokenizer: {} {} (from {}): {} pieces appended{}, {}; vocabulary {} -> {}{}{}", path.string(),
+               made ? "extended" : "is current", src.string(), e.pieces.size(),
+               intermediate ? fmt::format(" ({} of them needed on the way to others)", intermediate) : std::string(),
+               what, e.old_vocab, e.vocab_size(), made ? fmt::format(" in {:.1f}s", seconds_since(t0)) : std::string(),
+               byte_pieces(path));
+}
+
 void ensure_run_tokenizer(const TrainJob& job, const fs::path& path) {
   const auto t0 = Clock::now();
   // A resume continues with its checkpoint's tokenizer (preflight compared its settings with the config).
   const fs::path ckpt = !job.init_from.empty() ? job.init_from : job.resume_from;
+  if (!ckpt.empty() && job.new_pieces.active() && !job.init_from.empty()) {
+    extend_run_tokenizer(job, path);
+    return;
+  }
   if (!ckpt.empty()) {
     const fs::path src = ckpt / "tokenizer.model";
     if (!fs::is_regular_file(path) || util::sha256_file(path) != util::sha256_file(src)) {
       util::atomic_write_file(path, util::read_file(src, "checkpoint tokenizer"));
     }
+    std::error_code ec;
+    fs::remove(path.string() + ".json", ec);  // an extension's sidecar from an earlier run describes another model
     spdlog::info("tokenizer: {} (from {}){}", path.string(), ckpt.string(), byte_pieces(path));
     return;
   }
@@ -133,6 +157,7 @@ RunData::RunData(const fs::path& run_dir)
       tokenizer(paths.tokenizer),
       train(paths.train_bin),
       val(paths.val_bin),
-      identity{tokenizer.sha256(), train.info().source_sha256, val.info().source_sha256, train.size(), val.size()} {}
+      identity{tokenizer.sha256(), train.info().source_sha256, val.info().source_sha256, train.size(), val.size()},
+      extension(tokenizer::read_extension(paths.tokenizer)) {}
 
 }  // namespace lm::train

@@ -6,6 +6,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "data/token_file.h"
+#include "tokenizer/extend.h"
 #include "tokenizer/tokenizer.h"
 #include "train/train_job.h"
 
@@ -37,6 +38,7 @@ struct RunData {
   tokenizer::Tokenizer tokenizer;
   data::TokenFile train, val;
   checkpoint::DataIdentity identity;
+  tokenizer::Extension extension;  ///< the pieces the run's tokenizer added to its checkpoint's (old_vocab 0: none)
 };
 
 }  // namespace lm::train

@@ -14,7 +14,9 @@
 #include "data/token_file.h"
 #include "model/gpt_config.h"
 #include "tokenizer/corpus_text.h"
+#include "tokenizer/extend.h"
 #include "tokenizer/tokenizer_config.h"
+#include "train/finetune_config.h"
 #include "train/run_config.h"
 #include "train/train_config.h"
 #include "util/device_config.h"
@@ -63,6 +65,13 @@ struct TrainJob {
   double embedding_lr_scale = 1.0;  ///< lr multiplier for tok_emb/pos_emb
   std::vector<std::string> unfreeze;  ///< prefixes (among `freeze`) that train again after `unfreeze_after` steps
   int64_t unfreeze_after = 0;
+  /// finetune.new_pieces / new_pieces_from: the run's tokenizer is init_from's with pieces appended
+  /// (tokenizer/extend.h), and the rows of the added pieces start as new_rows_init says.
+  tokenizer::ExtensionSpec new_pieces;
+  NewRowsInit new_rows_init = NewRowsInit::kPieces;
+  /// finetune.freeze_embeddings old: the token table's rows of the checkpoint's own pieces keep their values
+  /// (their gradient rows are zeroed before each update) until unfreeze_after, when it is > 0.
+  bool freeze_old_rows = false;
   /// Called every `report_every` steps (kPeriodic) and after the final validation (kFinal).
   std::function<void(model::GptImpl& model, int64_t step, ReportKind kind)> on_report;
   int64_t report_every = 0;

@@ -49,7 +49,8 @@ class Trainer {
       : job_(job),
         data_(std::move(data)),
         model_(build_model(job, data_, device, plan.ops)),
-        freezer_(*model_, job.freeze, job.unfreeze, job.unfreeze_after),
+        freezer_(*model_, job.freeze, job.unfreeze, job.unfreeze_after,
+                 job.freeze_old_rows ? data_.extension.old_vocab : 0),
         groups_(split_decay_groups(*model_, job.embedding_lr_scale, freezer_.unfrozen_later(),
                                    job.train.optimizer == OptimizerKind::kMuon)),
         opt_(build_optimizer(job, groups_, freezer_, plan)),
@@ -75,7 +76,9 @@ class Trainer {
     bool early_stopped = state_.early_stopped;  // a resumed early-stopped run does not train on
     if (early_stopped) spdlog::info("this run stopped early at step {}; not training further", state_.step);
     while (!early_stopped && state_.step < job_.train.max_steps) {
-      if (freezer_.unfreeze_if_due(*model_, state_.step, job_.embedding_lr_scale)) dp_.retrack();
+      bool rows_unfrozen = false;
+      if (freezer_.unfreeze_if_due(*model_, state_.step, job_.embedding_lr_scale, &rows_unfrozen)) dp_.retrack();
+      if (rows_unfrozen) opt_->restart_state(model_->tok_emb->weight);
       const double lr = lr_at(state_.step, job_.train);
       opt_->set_lr(lr);
       const auto [loss, grad_norm] = optimizer_step();
@@ -111,6 +114,7 @@ class Trainer {
       }
     }
     const StepAgreement agreed = dp_.after_backward(local);
+    freezer_.mask_gradients(*model_);  // finetune.freeze_embeddings old: the old rows get no update
     const double loss = agreed.loss;
     window_comm_s_ += agreed.comm_seconds;
     const double clip = job_.train.grad_clip > 0 ? job_.train.grad_clip : std::numeric_limits<double>::infinity();
@@ -205,8 +209,10 @@ class Trainer {
     state_.torch_rng_state = checkpoint::torch_rng_state_hex();
     state_.precision = util::precision_name(model_->ops()->dtype());
     state_.muon_precision = muon_precision_;
+    // a fine-tune's extended tokenizer goes with its sidecar (which pieces it added, and from what)
+    const fs::path extension = data_.extension.old_vocab > 0 ? fs::path(data_.paths.tokenizer.string() + ".json") : fs::path();
     checkpoint::SaveRequest req{model_.get(), &opt_->adamw(), opt_->muon_state(), state_, job_.config_yaml,
-                                data_.paths.tokenizer, latest == Latest::kUpdate};
+                                data_.paths.tokenizer, latest == Latest::kUpdate, extension};
     auto dir = checkpoint::save_checkpoint(job_.run_dir(), name, req);
     spdlog::info("checkpoint: {}", dir.string());
     return dir;

@@ -46,6 +46,25 @@ void log_model_summary(const model::GptImpl& m, const DecayGroups& g, const Trai
   if (const std::string threads = m.ops()->describe_threads(); !threads.empty()) spdlog::info("{}", threads);
 }
 
+// A few added pieces with the old pieces their rows started from.
+void log_new_rows(const RunData& data, NewRowsInit init) {
+  const auto& e = data.extension;
+  std::string shown;
+  for (size_t i = 0, n = 0; i < e.pieces.size() && n < 4; ++i) {
+    const auto& p = e.pieces[i];
+    if (p.intermediate || (i > 0 && n > 0 && i % std::max<size_t>(1, e.pieces.size() / 4) != 0)) continue;
+    std::vector<std::string> from;
+    for (int32_t id : p.from) from.push_back(data.tokenizer.piece(id));
+    shown += fmt::format("{}{} ({}) <- {}", n++ ? "; " : "", p.piece, p.id, util::join(from, " + "));
+  }
+  spdlog::info("new rows: {} rows (ids {}-{}) start as {}{}: {}", e.pieces.size(), e.old_vocab, e.vocab_size() - 1,
+               to_string(init),
+               init == NewRowsInit::kPieces ? " (the mean of the old rows of the pieces each was split into)"
+               : init == NewRowsInit::kMean ? " (the mean of all old rows)"
+                                            : " (N(0, 0.02), as pretraining)",
+               shown);
+}
+
 model::Gpt build_model(const TrainJob& job, const RunData& data, const torch::Device& device, model::OpsPtr ops) {
   model::GptConfig arch = job.model;
   arch.vocab_size = data.tokenizer.vocab_size();
@@ -54,8 +73,15 @@ model::Gpt build_model(const TrainJob& job, const RunData& data, const torch::De
   model->train();
   if (!job.init_from.empty() && job.resume_from.empty()) {
     // An untied model started from a tied checkpoint takes its head from the token table (untie_head).
-    checkpoint::load_weights(*model, job.init_from,
-                             arch.tie_embeddings ? checkpoint::MissingHead::kRefuse : checkpoint::MissingHead::kFromTokEmb);
+    auto stored = checkpoint::read_weights(job.init_from, arch.tie_embeddings ? checkpoint::MissingHead::kRefuse
+                                                                              : checkpoint::MissingHead::kFromTokEmb);
+    if (data.extension.old_vocab > 0) {  // new_pieces: the added pieces' rows start from what the model knows
+      for (const char* name : {"tok_emb.weight", "head.weight"}) {
+        if (stored.count(name)) stored[name] = grow_rows(stored[name], data.extension, job.new_rows_init, job.run.seed);
+      }
+      log_new_rows(data, job.new_rows_init);
+    }
+    checkpoint::copy_weights(*model, stored, job.init_from.string());
     spdlog::info("fine-tuning from {}; optimizer state starts fresh, with this config's warmup and schedule",
                  job.init_from.string());
   }
