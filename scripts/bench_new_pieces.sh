@@ -4,7 +4,8 @@
 # each without new pieces and with N of them (pieces, normal init; the token table unfrozen or `old` frozen),
 # and prints one table per corpus to runs/bench-new-pieces.md:
 #   pieces per byte of the held-out text (old tokenizer vs extended), held-out bits per byte at equal wall time,
-#   the new text's loss at the start (step 0) under pieces and normal init, and forgetting (KJV validation loss).
+#   the new text's loss at the start (step 0), at the first evaluation (step 25) and at the end under pieces,
+#   normal and mean init, and forgetting (KJV validation loss).
 # Equal wall time: each extended run goes first; the run without new pieces then gets as many steps as fit in
 # the extended run's time, measured from its own first run (the baseline gets any extra time).
 # Usage: scripts/bench_new_pieces.sh [STEPS]   (default 300; NEW_PIECES_KO / NEW_PIECES_EN, default 2000)
@@ -15,7 +16,7 @@ NKO=${NEW_PIECES_KO:-2000}
 NEN=${NEW_PIECES_EN:-2000}
 bash scripts/setup.sh lmtrain >/dev/null
 LM=build/lmtrain
-for c in kjv debian-faq debian-faq-ko; do [ -s "data/$c/val.txt" ] || $LM corpus get "$c"; done
+for c in kjv debian-faq debian-faq-ko; do [ -s "data/$c/val.txt" ] || bash scripts/get_corpus.sh "$c"; done
 mkdir -p runs/np
 if [ ! -f runs/np-base/latest ]; then
   $LM train -c configs/kjv-small.yaml --overwrite --set run.dir=runs/np-base --set tokenizer.byte_fallback=true \
@@ -35,7 +36,7 @@ ft() {
   $LM finetune --from runs/np-base --overwrite --set run.dir="runs/np/$name" --set run.seed=1337 \
     --set data.train="data/$corpus/train.txt" --set data.val="data/$corpus/val.txt" \
     --set train.batch_size=16 --set train.max_steps="$steps" --set train.lr=0.001 --set train.min_lr=0.0001 \
-    --set train.warmup_steps=20 --set train.eval_every="$steps" --set train.log_every=50 \
+    --set train.warmup_steps=20 --set train.eval_every=25 --set train.log_every=50 \
     --set finetune.original_val=data/kjv/val.txt "$@" > "runs/np/$name.log" 2>&1 || { tail -20 "runs/np/$name.log"; return 1; }
   end=$(date +%s.%N)
   python3 -c "print($end - $start)" > "runs/np/$name/wall_seconds"
@@ -46,7 +47,7 @@ ft() {
 pieces_for() {  # pieces_for CORPUS N
   local n=$2 out
   if out=$($LM finetune --from runs/np-base --overwrite --set run.dir=runs/np/probe-$1 --set data.train="data/$1/train.txt" \
-             --set data.val="data/$1/val.txt" --set train.max_steps=1 --set train.eval_every=0 \
+             --set data.val="data/$1/val.txt" --set train.max_steps=1 --set train.warmup_steps=0 --set train.eval_every=0 \
              --set finetune.original_val=data/kjv/val.txt --new-pieces "$n" 2>&1); then
     echo "$n"
   else
@@ -60,6 +61,7 @@ for corpus in debian-faq-ko debian-faq; do
   [ -n "$n" ] || { echo "no new pieces for $corpus"; exit 1; }
   ft "$corpus-ext" "$corpus" "$STEPS" --new-pieces "$n"
   ft "$corpus-ext-normal" "$corpus" "$STEPS" --new-pieces "$n" --set finetune.new_rows_init=normal
+  ft "$corpus-ext-mean" "$corpus" "$STEPS" --new-pieces "$n" --set finetune.new_rows_init=mean
   ft "$corpus-ext-old" "$corpus" "$STEPS" --new-pieces "$n" --set finetune.freeze_embeddings=old
   ft "$corpus-none" "$corpus" "$STEPS"
   # equal wall time: the run without new pieces gets the extended run's seconds at its own pace
@@ -81,6 +83,11 @@ def final(name):
     return float(m.group(1)), float(m.group(2)), int(m.group(3))
 def forget(name):
     return json.load(open(f"runs/np/{name}/forgetting.json"))
+def first_eval(name):
+    for line in open(f"runs/np/{name}/metrics.jsonl"):
+        r = json.loads(line)
+        if r.get("kind") == "val":
+            return r["step"], r["loss"]
 def wall(name):
     return float(open(f"runs/np/{name}/wall_seconds").read())
 for corpus, label in (("debian-faq-ko", "KJV -> Korean FAQ"), ("debian-faq", "KJV -> English Debian FAQ")):
@@ -97,9 +104,11 @@ for corpus, label in (("debian-faq-ko", "KJV -> Korean FAQ"), ("debian-faq", "KJ
     print(f"| held-out lines whose ids change | | {changed} | |")
     b0, b1 = final(none), final(ext)
     print(f"| held-out bits per byte ({b0[2]} vs {b1[2]} steps; {wall(none):.0f} s vs {wall(ext):.0f} s) | {b0[1]:.4f} | {b1[1]:.4f} | {b1[1]/b0[1]:.3f}x |")
-    fp, fn = forget(ext), forget(normal)
-    print(f"| new text at step 0, nats/token: pieces init vs normal init | normal {fn['new']['before']:.4f} | pieces {fp['new']['before']:.4f} | {fp['new']['before'] - fn['new']['before']:+.4f} nats |")
-    print(f"| held-out bits per byte after {steps} steps: pieces vs normal init | normal {final(normal)[1]:.4f} | pieces {b1[1]:.4f} | {b1[1]/final(normal)[1]:.3f}x |")
+    fp, fn, fm = forget(ext), forget(normal), forget(f"{corpus}-ext-mean")
+    print(f"| new text at step 0, nats/token: pieces vs normal init (mean init: {fm['new']['before']:.4f}) | normal {fn['new']['before']:.4f} | pieces {fp['new']['before']:.4f} | {fp['new']['before'] - fn['new']['before']:+.4f} nats |")
+    (s, lp), (_, ln), (_, lm) = first_eval(ext), first_eval(normal), first_eval(f"{corpus}-ext-mean")
+    print(f"| new text at the first evaluation (step {s}), nats/token: pieces vs normal init (mean: {lm:.4f}) | normal {ln:.4f} | pieces {lp:.4f} | {lp - ln:+.4f} nats |")
+    print(f"| held-out bits per byte after {steps} steps: pieces vs normal init (mean: {final(f'{corpus}-ext-mean')[1]:.4f}) | normal {final(normal)[1]:.4f} | pieces {b1[1]:.4f} | {b1[1]/final(normal)[1]:.3f}x |")
     fo, f_none = forget(old), forget(none)
     print(f"| KJV val loss after (forgetting), nats/token: unfrozen vs freeze_embeddings old (before: {fp['original']['before']:.4f}) | unfrozen {fp['original']['after']:.4f} | old {fo['original']['after']:.4f} | {fo['original']['after'] - fp['original']['after']:+.4f} nats |")
     print(f"| KJV val loss after, without new pieces | {f_none['original']['after']:.4f} | | |")

@@ -49,7 +49,7 @@ RunResult check_in_llama_cpp(const std::string& args, std::string& skip) {
 // The ids lmtrain's greedy sampler generates after kText.
 std::string greedy_ids(const fs::path& run, int n) {
   auto r = run_lmtrain("sample --checkpoint " + run.string() + " --prompt '" + kText + "' --generate " + std::to_string(n) +
-                       " --temperature 0 --show-ids");
+                       " --temperature 0 --show-ids --precision fp32");  // llama.cpp computes in fp32
   EXPECT_EQ(r.exit_code, 0) << r.output;
   const auto at = r.output.find("\nids:");
   return at == std::string::npos ? "" : r.output.substr(at + 5, r.output.find('\n', at + 1) - at - 5);

@@ -167,6 +167,7 @@ TEST(NewPieces, AListOfPiecesIsAppendedWithWhatItNeedsAndBadListsAreRefused) {
   };
   refused(kWordStart + "데비안\n" + kWordStart + "데비안\n", "listed twice");
   refused("the\n" + kWordStart + "the\n", "already in the vocabulary");
+  refused(kWordStart + "river bank\n", "a space or tab");
   // more pieces than the text can give, and a unigram model
   try {
     tokenizer::ensure_extended_tokenizer(old_model, {data_file("tiny_ko.txt")}, {100000, {}}, cfg, 1, 3, dir / "many.model");
@@ -219,7 +220,12 @@ TEST(NewPieces, FinetuneWithNewPiecesFreezesOldRowsAndInitialisesNewOnes) {
   const auto forgetting = nlohmann::json::parse(slurp(dir / "old" / "forgetting.json"));
   EXPECT_TRUE(forgetting["new"]["after"].get<double>() < forgetting["new"]["before"].get<double>()) << forgetting;
 
-  // normal init starts elsewhere; mean init gives every new row the same start
+  // normal init draws N(0, 0.02); mean init gives every new row the same start
+  r = finetune_ko(dir, pre, "normal", "--new-pieces 30 --set finetune.freeze_embeddings=true --set finetune.new_rows_init=normal");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto normal = table(dir / "normal").narrow(0, e.old_vocab, e.vocab_size() - e.old_vocab);
+  EXPECT_NEAR(normal.std().item<double>(), 0.02, 0.004);
+  EXPECT_FALSE(torch::allclose(normal, init.narrow(0, e.old_vocab, e.vocab_size() - e.old_vocab)));
   r = finetune_ko(dir, pre, "mean", "--new-pieces 30 --set finetune.freeze_embeddings=true --set finetune.new_rows_init=mean");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto mean = table(dir / "mean");
@@ -253,14 +259,22 @@ TEST(NewPieces, AnExtendedFinetuneResumesBitwise) {
   const auto at2 = table(dir / "straight" / checkpoint::step_name(2)), at3 = table(dir / "straight" / checkpoint::step_name(3));
   EXPECT_TRUE(torch::equal(at2.narrow(0, 0, base.size(0)), base));
   EXPECT_FALSE(torch::equal(at3.narrow(0, 0, base.size(0)), base));
-  // the same fine-tune stopped by SIGTERM after step 3, then resumed in a new process
-  pid_t pid = spawn_lmtrain(finetune_ko_args(dir, pre, "split", extra), dir / "split1.log", hold_at(dir, "step:3"));
-  ASSERT_TRUE(held(dir, "step:3")) << slurp(dir / "split1.log");
+  // the same fine-tune stopped by SIGTERM after step 2, the unfreeze step itself, then resumed in a new
+  // process: it restarts the table's moments before step 3 as the straight run did
+  pid_t pid = spawn_lmtrain(finetune_ko_args(dir, pre, "split", extra), dir / "split1.log", hold_at(dir, "step:2"));
+  ASSERT_TRUE(held(dir, "step:2")) << slurp(dir / "split1.log");
   ::kill(pid, SIGTERM);
   EXPECT_EQ(wait_exit(pid), 143) << slurp(dir / "split1.log");
   auto again = finetune_ko(dir, pre, "split", extra + "--resume auto");
   ASSERT_EQ(again.exit_code, 0) << again.output;
-  EXPECT_NE(again.output.find("is current"), std::string::npos) << "the extended tokenizer is kept: " << again.output;
+  EXPECT_NE(again.output.find("pieces appended to"), std::string::npos) << "the checkpoint's tokenizer: " << again.output;
+  EXPECT_NE(again.output.find("step 2: unfroze the"), std::string::npos) << again.output;
+  // the same resume asking for other pieces is refused before anything is written
+  auto other = finetune_ko(dir, pre, "split", "--new-pieces 25 --set finetune.freeze_embeddings=old "
+                                              "--set finetune.unfreeze_embeddings_after=2 --resume " +
+                                              (dir / "split" / checkpoint::step_name(3)).string());
+  EXPECT_EQ(other.exit_code, 4) << other.output;
+  EXPECT_NE(other.output.find("not the extension this config asks for"), std::string::npos) << other.output;
   EXPECT_NE(again.output.find("resumed from"), std::string::npos) << again.output;
   const fs::path s5 = dir / "straight" / checkpoint::step_name(5), r5 = dir / "split" / checkpoint::step_name(5);
   EXPECT_EQ(manifest_sha(s5, "model.safetensors"), manifest_sha(r5, "model.safetensors"));
@@ -278,6 +292,7 @@ TEST(NewPieces, RefusalsExitTwoWithAHint) {
   EXPECT_NE(r.output.find("expected at most"), std::string::npos) << r.output;
   r = finetune_ko(dir, pre, "c", "--set finetune.freeze_embeddings=old");
   EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("expected finetune.new_pieces or finetune.new_pieces_from"), std::string::npos) << r.output;
   std::ofstream(dir / "dup.txt") << kWordStart << "하늘\n" << kWordStart << "하늘\n";
   r = finetune_ko(dir, pre, "d", "--set finetune.new_pieces_from=" + (dir / "dup.txt").string());
   EXPECT_EQ(r.exit_code, 2) << r.output;
@@ -288,6 +303,11 @@ TEST(NewPieces, RefusalsExitTwoWithAHint) {
   r = finetune_ko(dir, dir / "bare", "e", "--new-pieces 10");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("tokenizer model"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("Hint:"), std::string::npos) << r.output;
+  // the example config reads
+  r = run_lmtrain("train -c " + std::string(LMTRAIN_SOURCE_DIR) + "/configs/finetune-faq-ko-new-pieces.yaml --dump-config");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("freeze_embeddings: old"), std::string::npos) << r.output;
 }
 
 }  // namespace lm::test

@@ -104,7 +104,7 @@ class Reporter {
     auto report = [&](const std::string& name, const torch::Tensor& before, const torch::Tensor& after) {
       // the added pieces' rows (if any) against the rows they started from
       const auto start = train::added_rows_start(before, run_dir_ / "tokenizer.model", cfg_.finetune.new_rows_init,
-                                                 cfg_.run.seed);
+                                                 cfg_.run.seed, name);
       for (const auto& r : inspect::table_drift(name, before, after, start, counts_, run_tok_ ? *run_tok_ : tok_, top_k)) {
         std::cout << "step " << step << ": " << inspect::format_drift(r);
         drift.push_back(inspect::to_json(r));
@@ -136,14 +136,15 @@ class Reporter {
     // fine-tune's own start (the checkpoint with the added rows as they began). The original text is read
     // with the checkpoint's tokenizer by both, the same tokens.
     model::Gpt start_model = before;
-    if (extension_.old_vocab > 0) {
+    if (extension_.old_vocab > 0 && extension_.old_vocab == base_.arch.vocab_size) {
+      // untie_head: the head starts as the token table and grows by its own rule, as in the trainer
+      if (!model.config().tie_embeddings && !weights.count("head.weight")) weights["head.weight"] = weights["tok_emb.weight"];
       for (auto& [name, t] : weights) {
         if (name == "tok_emb.weight" || name == "head.weight") {
-          t = train::grow_rows(t, extension_, cfg_.finetune.new_rows_init, cfg_.run.seed);
+          t = train::grow_rows(t, extension_, cfg_.finetune.new_rows_init, cfg_.run.seed, name);
         }
       }
       start_model = model::Gpt(model.config(), model.ops());
-      if (!model.config().tie_embeddings && !weights.count("head.weight")) weights["head.weight"] = weights["tok_emb.weight"];
       checkpoint::copy_weights(*start_model, weights, base_.dir.string());
       start_model->to(model.device());
     }
@@ -228,11 +229,11 @@ void add_finetune_commands(CLI::App& app) {
   ft->callback([o] {
     auto overrides = o->overrides;
     if (!o->device.empty()) overrides.push_back("run.device=" + o->device);  // checked like the key
-    if (o->new_pieces) overrides.push_back("finetune.new_pieces=" + std::to_string(*o->new_pieces));
+    if (o->new_pieces && *o->new_pieces > 0) overrides.push_back("finetune.new_pieces=" + std::to_string(*o->new_pieces));
     config::RunConfig cfg = config::load_config(o->config, overrides);
-    if (cfg.explicit_keys.count("finetune.new_pieces") && cfg.finetune.new_pieces <= 0) {
-      throw ConfigError("[finetune] new_pieces: expected a number of pieces to add, >= 1, got " +
-                        std::to_string(cfg.finetune.new_pieces) + ". Hint: leave it out to keep the vocabulary.");
+    if (o->new_pieces && *o->new_pieces <= 0) {
+      throw ConfigError("[finetune] --new-pieces: expected a number of pieces to add, >= 1, got " +
+                        std::to_string(*o->new_pieces) + ". Hint: leave it out to keep the vocabulary.");
     }
     const fs::path from = checkpoint::resolve_checkpoint(o->from);
     const bool extends = cfg.finetune.new_pieces > 0 || !cfg.finetune.new_pieces_from.empty();

@@ -237,7 +237,7 @@ void add_inspect_commands(CLI::App& app) {
     }
     auto table = [&](const std::string& name, const torch::Tensor& before, const torch::Tensor& after) {
       const auto start = b_cfg ? train::added_rows_start(before, b.tokenizer_model, b_cfg->finetune.new_rows_init,
-                                                         b_cfg->run.seed)
+                                                         b_cfg->run.seed, name)
                                : torch::Tensor();
       for (auto& r : inspect::table_drift(name, before, after, start, counts, tok, o->top_k)) reports.push_back(std::move(r));
     };

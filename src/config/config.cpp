@@ -147,6 +147,14 @@ void validate(const RunConfig& c, std::vector<std::string>& errs) {
     errs.push_back("finetune.new_pieces: expected it or finetune.new_pieces_from, got both (" +
                    show(c.finetune.new_pieces) + " and '" + c.finetune.new_pieces_from + "')");
   }
+  if (c.finetune.freeze_embeddings == train::EmbeddingFreeze::kOld) {
+    for (const auto& prefix : c.finetune.freeze) {
+      if (std::string("tok_emb.weight").rfind(prefix, 0) == 0) {
+        errs.push_back("finetune.freeze: expected no prefix of tok_emb.weight with freeze_embeddings old (its added rows "
+                       "train), got '" + prefix + "'");
+      }
+    }
+  }
   if (c.finetune.freeze_embeddings == train::EmbeddingFreeze::kOld && !extends) {
     errs.push_back("finetune.freeze_embeddings: old freezes the rows of the checkpoint's pieces and trains the added "
                    "ones: expected finetune.new_pieces or finetune.new_pieces_from, got neither");

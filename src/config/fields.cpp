@@ -143,8 +143,9 @@ Field choice(std::string key, std::string help, std::function<E&(RunConfig&)> re
 
 }  // namespace
 
+using I = int64_t;
+
 const std::vector<Field>& fields() {
-  using I = int64_t;
   static const std::vector<Field> kFields = {
       text("run.dir", "run directory (tokenizer, token files, checkpoints)", [](RunConfig& c) -> std::string& { return c.run.dir; }),
       scalar<uint64_t>("run.seed", "seed for initialisation and batch sampling", [](RunConfig& c) -> uint64_t& { return c.run.seed; }),
@@ -213,7 +214,7 @@ const std::vector<Field>& fields() {
       text("finetune.original_val", "original corpus val text for the forgetting report (\"\" = the checkpoint's data.val)", [](RunConfig& c) -> std::string& { return c.finetune.original_val; }),
       scalar<I>("finetune.drift_every", "steps between drift reports (0 = end only)", [](RunConfig& c) -> I& { return c.finetune.drift_every; }, 0),
       scalar<I>("finetune.drift_top_k", "most-moved pieces listed", [](RunConfig& c) -> I& { return c.finetune.drift_top_k; }, 0, 10000),
-      scalar<I>("finetune.new_pieces", "append up to N pieces of a tokenizer trained on the new text to the vocabulary (BPE)", [](RunConfig& c) -> I& { return c.finetune.new_pieces; }, 0),
+      scalar<I>("finetune.new_pieces", "append N pieces of a tokenizer trained on the new text to the vocabulary (BPE; with the pieces BPE needs on the way to them)", [](RunConfig& c) -> I& { return c.finetune.new_pieces; }, 0),
       text("finetune.new_pieces_from", "append the pieces listed in this file (one a line) to the vocabulary", [](RunConfig& c) -> std::string& { return c.finetune.new_pieces_from; }),
       choice<train::NewRowsInit>("finetune.new_rows_init", "how added pieces' rows start: pieces (mean of the rows of the old pieces they split into) | mean (of all rows) | normal (as pretraining)", [](RunConfig& c) -> train::NewRowsInit& { return c.finetune.new_rows_init; }, train::parse_new_rows_init, train::to_string),
       scalar<I>("checkpoint.every", "steps between checkpoints (0 = final only)", [](RunConfig& c) -> I& { return c.checkpoint.every; }, 0),

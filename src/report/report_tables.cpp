@@ -135,12 +135,12 @@ nlohmann::json frozen_proof(const Sources& s, const checkpoint::LoadedCheckpoint
 nlohmann::json drift_section(const Sources& s, const checkpoint::LoadedCheckpoint& base, int top_k) {
   nlohmann::json reports = nlohmann::json::array();
   // rows a fine-tune added (new_pieces) are compared with their initial values, apart from the old rows
-  auto start_of = [&](const torch::Tensor& before) {
-    return s.cfg ? train::added_rows_start(before, s.ck.tokenizer_model, s.cfg->finetune.new_rows_init, s.cfg->run.seed)
+  auto start_of = [&](const torch::Tensor& before, const std::string& name) {
+    return s.cfg ? train::added_rows_start(before, s.ck.tokenizer_model, s.cfg->finetune.new_rows_init, s.cfg->run.seed, name)
                  : torch::Tensor();
   };
   auto table = [&](const std::string& name, const torch::Tensor& before, const torch::Tensor& after) {
-    for (const auto& r : inspect::table_drift(name, before, after, start_of(before), s.counts, *s.tok, top_k)) {
+    for (const auto& r : inspect::table_drift(name, before, after, start_of(before, name), s.counts, *s.tok, top_k)) {
       reports.push_back(inspect::to_json(r));
     }
   };
@@ -150,7 +150,8 @@ nlohmann::json drift_section(const Sources& s, const checkpoint::LoadedCheckpoin
   const int64_t old = std::min(before.size(0), after.size(0));
   auto rows = inspect::row_drift("tok_emb.weight", before, after.narrow(0, 0, old));
   if (after.size(0) > old) {  // the per-row column runs on through the added rows, against their start
-    const auto added = inspect::row_drift("tok_emb.weight", start_of(before), after.narrow(0, old, after.size(0) - old));
+    const auto added =
+        inspect::row_drift("tok_emb.weight", start_of(before, "tok_emb.weight"), after.narrow(0, old, after.size(0) - old));
     rows = {torch::cat({rows.l2, added.l2}), torch::cat({rows.cos_drift, added.cos_drift})};
   }
   if (!s.ck.arch.tie_embeddings) {  // an untied head against the base's output projection, as `inspect drift`

@@ -9,6 +9,7 @@
 #include <regex>
 #include <set>
 
+#include "tokenizer/bpe.h"
 #include "tokenizer/model_spec.h"
 #include "tokenizer/tokenizer.h"
 #include "util/errors.h"
@@ -22,77 +23,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The UTF-8 characters of `s` (a lead byte and its continuation bytes each).
-std::vector<std::string> characters(const std::string& s) {
-  std::vector<std::string> out;
-  for (size_t i = 0; i < s.size();) {
-    size_t n = 1;
-    while (i + n < s.size() && (static_cast<unsigned char>(s[i + n]) & 0xC0) == 0x80) ++n;
-    out.push_back(s.substr(i, n));
-    i += n;
-  }
-  return out;
-}
-
 bool mergeable_type(PieceType t) {  // what SentencePiece's BPE may form (its pieces_ map; byte and control pieces aside)
   return t == PieceType::kNormal || t == PieceType::kUserDefined || t == PieceType::kUnused;
-}
-
-// Protobuf wire helpers: the bytes SentencePiece's ModelProto holds (sentencepiece_model.proto's field numbers).
-void put_varint(std::string& out, uint64_t v) {
-  while (v >= 0x80) {
-    out += static_cast<char>((v & 0x7F) | 0x80);
-    v >>= 7;
-  }
-  out += static_cast<char>(v);
-}
-
-void put_message(std::string& out, uint32_t field, const std::string& body) {
-  put_varint(out, (static_cast<uint64_t>(field) << 3) | 2);
-  put_varint(out, body.size());
-  out += body;
-}
-
-// ModelProto.pieces (field 1): SentencePiece{piece = 1, score = 2 (float), type = 3}.
-std::string piece_record(const std::string& piece, float score) {
-  std::string body;
-  put_message(body, 1, piece);
-  body += static_cast<char>((2 << 3) | 5);
-  char f[4];
-  std::memcpy(f, &score, 4);  // little-endian, as protobuf and this machine
-  body.append(f, 4);
-  body += static_cast<char>(3 << 3);
-  put_varint(body, static_cast<uint64_t>(PieceType::kNormal));
-  std::string out;
-  put_message(out, 1, body);
-  return out;
-}
-
-// The old model with the new pieces appended after its own (a repeated field continues where it is read
-// again), and trainer_spec.vocab_size (field 4) set to the new size: protobuf merges a message field that
-// appears twice, so the old spec keeps every other setting.
-std::string extended_model_bytes(const std::string& old_bytes, const std::vector<std::string>& pieces, float below,
-                                 int32_t vocab_size) {
-  std::string out = old_bytes;
-  for (size_t i = 0; i < pieces.size(); ++i) out += piece_record(pieces[i], below - 1.0f - static_cast<float>(i));
-  std::string spec;
-  spec += static_cast<char>(4 << 3);
-  put_varint(spec, static_cast<uint64_t>(vocab_size));
-  put_message(out, 2, spec);
-  return out;
-}
-
-// A copy that reads a text exactly as written: normalizer_spec (field 3) merged with add_dummy_prefix (3) and
-// remove_extra_whitespaces (4) off, so a piece's own text encodes without a word start being added.
-std::string verbatim_model_bytes(const std::string& model_bytes) {
-  std::string spec;
-  spec += static_cast<char>(3 << 3);
-  spec += '\0';
-  spec += static_cast<char>(4 << 3);
-  spec += '\0';
-  std::string out = model_bytes;
-  put_message(out, 3, spec);
-  return out;
 }
 
 struct OldVocab {
@@ -182,70 +114,6 @@ std::vector<std::string> candidate_pieces(const OldVocab& old, const CorpusFiles
   }
 }
 
-// Up to `want` candidates in order, each after the pieces its merges form that the old vocabulary lacks.
-std::vector<std::string> with_paths(const std::vector<std::string>& candidates, const OldVocab& old,
-                                    const std::unordered_map<std::string, float>& mergeable, int64_t want,
-                                    std::set<std::string>& intermediate) {
-  std::vector<std::string> out;
-  std::set<std::string> taken;
-  for (const auto& c : candidates) {
-    if (static_cast<int64_t>(out.size()) >= want) break;
-    if (taken.count(c)) continue;
-    std::vector<std::string> formed;
-    bpe_segment(c, mergeable, &formed);
-    for (const auto& f : formed) {
-      if (f == c || old.id.count(f) || taken.count(f)) continue;
-      out.push_back(f);
-      taken.insert(f);
-      intermediate.insert(f);
-    }
-    out.push_back(c);
-    taken.insert(c);
-    intermediate.erase(c);
-  }
-  return out;
-}
-
-// Makes every piece reachable under the extended scores: a piece that BPE leaves as several symbols gets the
-// left-to-right joins of those symbols before it (scored above it). Returns the pieces still unreachable.
-std::vector<std::string> make_reachable(std::vector<std::string>& order, const OldVocab& old,
-                                        std::set<std::string>& intermediate) {
-  auto extended = [&] {
-    auto m = old.mergeable;
-    for (size_t i = 0; i < order.size(); ++i) m[order[i]] = old.lowest - 1.0f - static_cast<float>(i);
-    return m;
-  };
-  for (int round = 0; round < 4; ++round) {
-    const auto m = extended();
-    std::vector<std::string> next;
-    std::set<std::string> have(order.begin(), order.end());
-    bool changed = false;
-    for (const auto& p : order) {
-      const auto seg = bpe_segment(p, m);
-      if (seg.size() > 1) {
-        std::string joined = seg[0];
-        for (size_t k = 1; k + 1 < seg.size(); ++k) {
-          joined += seg[k];
-          if (have.insert(joined).second && !old.id.count(joined)) {
-            next.push_back(joined);
-            intermediate.insert(joined);
-            changed = true;
-          }
-        }
-      }
-      next.push_back(p);
-    }
-    order = next;
-    if (!changed) break;
-  }
-  const auto m = extended();
-  std::vector<std::string> stuck;
-  for (const auto& p : order) {
-    if (bpe_segment(p, m).size() != 1) stuck.push_back(p);
-  }
-  return stuck;
-}
-
 // finetune.new_pieces_from: one piece a line; duplicates and pieces the model has are refused.
 std::vector<std::string> listed_pieces(const fs::path& list, const OldVocab& old) {
   const std::string text = read_corpus(list, "new pieces list");
@@ -261,7 +129,9 @@ std::vector<std::string> listed_pieces(const fs::path& list, const OldVocab& old
     if (!p.empty() && p.back() == '\r') p.pop_back();
     if (p.empty()) continue;
     const std::string where = "line " + std::to_string(line) + " '" + p + "'";
-    if (!seen.insert(p).second) {
+    if (p.find_first_of(" \t") != std::string::npos) {
+      problems.push_back(where + ": a space or tab (a piece writes a word start as U+2581, \xE2\x96\x81)");
+    } else if (!seen.insert(p).second) {
       problems.push_back(where + ": listed twice");
     } else if (old.id.count(p)) {
       problems.push_back(where + ": already in the vocabulary (id " + std::to_string(old.id.at(p)) + ")");
@@ -283,27 +153,30 @@ std::vector<std::string> listed_pieces(const fs::path& list, const OldVocab& old
 // The ids SentencePiece itself gives each new piece's text read verbatim; the pieces that are not one id.
 std::vector<std::string> unreachable_by_sentencepiece(const std::string& model_bytes, const fs::path& out_model,
                                                       const std::vector<std::string>& order) {
-  const fs::path probe = out_model.string() + "." + util::temp_suffix() + ".probe";
-  util::atomic_write_file(probe, verbatim_model_bytes(model_bytes));
-  std::vector<std::string> bad;
-  {
-    Tokenizer tok(probe);
-    for (const auto& p : order) {
-      const auto ids = tok.encode(p);
-      if (ids.size() != 1 || tok.piece(ids[0]) != p) bad.push_back(p);
+  struct Probe {  // removed on every exit path
+    fs::path path;
+    ~Probe() {
+      std::error_code ec;
+      fs::remove(path, ec);
     }
+  } probe{out_model.string() + "." + util::temp_suffix() + ".probe"};
+  util::atomic_write_file(probe.path, verbatim_model(model_bytes));
+  Tokenizer tok(probe.path);
+  std::vector<std::string> bad;
+  for (const auto& p : order) {
+    const auto ids = tok.encode(p);
+    if (ids.size() != 1 || tok.piece(ids[0]) != p) bad.push_back(p);
   }
-  std::error_code ec;
-  fs::remove(probe, ec);
   return bad;
 }
 
 nlohmann::json wanted(const fs::path& old_model, const CorpusFiles& corpus, const ExtensionSpec& spec,
-                      const TokenizerConfig& cfg) {
+                      const TokenizerConfig& cfg, uint64_t seed) {
   nlohmann::json j = {{"extends_sha256", util::sha256_file(old_model)},
                       {"new_pieces", spec.count},
                       {"character_coverage", cfg.character_coverage},
-                      {"max_sentences", cfg.max_sentences}};
+                      {"max_sentences", cfg.max_sentences},
+                      {"seed", seed}};
   if (spec.list.empty()) {
     j["text_sha256"] = corpus_sha256(hash_corpus(corpus));
   } else {
@@ -326,56 +199,56 @@ Extension from_json(const nlohmann::json& side) {
   return e;
 }
 
+// The sidecar of `model` when it describes an extension of these very bytes; null otherwise.
+nlohmann::json extension_sidecar(const fs::path& model) {
+  const fs::path sidecar = model.string() + ".json";
+  std::error_code ec;
+  if (!fs::is_regular_file(sidecar, ec) || !fs::is_regular_file(model, ec)) return nullptr;
+  auto j = nlohmann::json::parse(util::read_file(sidecar, "tokenizer sidecar"));
+  if (!j.is_object() || !j.contains("extension") || j.value("model_sha256", "") != util::sha256_file(model)) return nullptr;
+  return j;
+}
+
 }  // namespace
 
-std::vector<std::string> bpe_segment(const std::string& text, const std::unordered_map<std::string, float>& mergeable,
-                                     std::vector<std::string>* formed) {
-  std::vector<std::string> sym = characters(text);
-  for (;;) {
-    size_t best = sym.size();
-    float best_score = 0.0f;
-    for (size_t i = 0; i + 1 < sym.size(); ++i) {
-      const auto it = mergeable.find(sym[i] + sym[i + 1]);
-      if (it != mergeable.end() && (best == sym.size() || it->second > best_score)) {
-        best = i;
-        best_score = it->second;
-      }
-    }
-    if (best == sym.size()) return sym;
-    sym[best] += sym[best + 1];
-    sym.erase(sym.begin() + static_cast<std::ptrdiff_t>(best) + 1);
-    if (formed) formed->push_back(sym[best]);
+Extension read_extension(const fs::path& model) {
+  try {
+    const auto j = extension_sidecar(model);
+    return j.is_null() ? Extension{} : from_json(j);
+  } catch (const nlohmann::json::exception& e) {
+    throw DataError("[tokenizer] '" + model.string() + ".json': expected the JSON lmtrain wrote beside the model, got " +
+                    e.what() + ". Hint: delete it and run again.");
   }
 }
 
-Extension read_extension(const fs::path& model) {
+bool extension_is_current(const fs::path& model, const fs::path& old_model, const CorpusFiles& corpus,
+                          const ExtensionSpec& spec, const TokenizerConfig& cfg, uint64_t seed) {
+  try {
+    const auto j = extension_sidecar(model);
+    return !j.is_null() && j.value("inputs", nlohmann::json()) == wanted(old_model, corpus, spec, cfg, seed);
+  } catch (const nlohmann::json::exception&) {
+    return false;
+  }
+}
+
+void forget_extension(const fs::path& model) {
   const fs::path sidecar = model.string() + ".json";
   std::error_code ec;
-  if (!fs::is_regular_file(sidecar, ec)) return {};
+  if (!fs::is_regular_file(sidecar, ec)) return;
   try {
-    const auto j = nlohmann::json::parse(util::read_file(sidecar, "tokenizer sidecar"));
-    if (!j.is_object() || !j.contains("extension")) return {};
-    return from_json(j);
-  } catch (const nlohmann::json::exception& e) {
-    throw DataError("[tokenizer] '" + sidecar.string() + "': expected the JSON lmtrain wrote beside the model, got " +
-                    e.what() + ". Hint: delete it and run again.");
+    if (!nlohmann::json::parse(util::read_file(sidecar, "tokenizer sidecar")).contains("extension")) return;
+  } catch (const nlohmann::json::exception&) {
+    return;  // not lmtrain's: left alone
   }
+  fs::remove(sidecar, ec);
 }
 
 std::pair<Extension, bool> ensure_extended_tokenizer(const fs::path& old_model, const CorpusFiles& corpus,
                                                      const ExtensionSpec& spec, const TokenizerConfig& cfg, int threads,
                                                      uint64_t seed, const fs::path& out_model) {
-  const nlohmann::json want = wanted(old_model, corpus, spec, cfg);
+  if (extension_is_current(out_model, old_model, corpus, spec, cfg, seed)) return {read_extension(out_model), false};
+  const nlohmann::json want = wanted(old_model, corpus, spec, cfg, seed);
   const fs::path sidecar = out_model.string() + ".json";
-  std::error_code ec;
-  if (fs::is_regular_file(out_model, ec) && fs::is_regular_file(sidecar, ec)) {
-    try {
-      const auto had = nlohmann::json::parse(util::read_file(sidecar, "tokenizer sidecar"));
-      if (had.value("inputs", nlohmann::json()) == want) return {from_json(had), false};
-    } catch (const nlohmann::json::exception&) {
-      // unreadable: made again
-    }
-  }
   const OldVocab old = read_old_vocab(old_model);
   if (old.spec.algorithm != "bpe") {
     throw ConfigError("[finetune] new_pieces: expected a checkpoint whose tokenizer is BPE, got " + old.spec.algorithm +
@@ -400,21 +273,28 @@ std::pair<Extension, bool> ensure_extended_tokenizer(const fs::path& old_model, 
                         " has that the vocabulary lacks), got " + std::to_string(spec.count) +
                         ". Hint: --new-pieces " + std::to_string(found.size()) + " or fewer.");
     }
-    order = with_paths(found, old, mergeable, spec.count, intermediate);
+    order = with_merge_paths(found, old.id, mergeable, spec.count, intermediate);
   }
-  const auto stuck = make_reachable(order, old, intermediate);
+  const auto stuck = make_reachable(order, old.mergeable, old.lowest, old.id, intermediate);
   if (!stuck.empty()) {
-    throw ConfigError("[finetune] new_pieces: expected pieces that BPE merges can form, got " +
-                      std::to_string(stuck.size()) + " it cannot (first '" + stuck.front() +
-                      "'). Hint: list pieces of text the tokenizer normalises to itself.");
+    throw Error(ExitCode::kInternal, "[tokenizer] extension: expected every appended piece to be reachable by BPE "
+                                     "merges, got " + std::to_string(stuck.size()) + " that are not (first '" +
+                                     stuck.front() + "')");
   }
   const std::string old_bytes = util::read_file(old_model, "tokenizer model");
   const int32_t old_vocab = static_cast<int32_t>(old.spec.pieces.size());
-  const std::string bytes =
-      extended_model_bytes(old_bytes, order, old.lowest, old_vocab + static_cast<int32_t>(order.size()));
+  std::vector<float> scores;  // below every old piece, in the order chosen
+  for (size_t i = 0; i < order.size(); ++i) scores.push_back(old.lowest - 1.0f - static_cast<float>(i));
+  const std::string bytes = append_pieces(old_bytes, order, scores, old_vocab + static_cast<int32_t>(order.size()));
   if (const auto bad = unreachable_by_sentencepiece(bytes, out_model, order); !bad.empty()) {
-    throw Error(ExitCode::kInternal, "[tokenizer] extension: SentencePiece does not encode " + std::to_string(bad.size()) +
-                                         " appended piece(s) to themselves (first '" + bad.front() + "')");
+    if (!spec.list.empty()) {  // a listed piece the tokenizer's normalisation rewrites
+      throw ConfigError("[finetune] new_pieces_from '" + spec.list.string() + "': expected pieces the tokenizer reads "
+                        "as written, got " + std::to_string(bad.size()) + " its normalisation changes (first '" +
+                        bad.front() + "'). Hint: write them as `lmtrain tokenizer encode --pieces` prints text.");
+    }
+    throw Error(ExitCode::kInternal, "[tokenizer] extension: expected SentencePiece to encode every appended piece "
+                                     "to itself, got " + std::to_string(bad.size()) + " it does not (first '" +
+                                     bad.front() + "')");
   }
   Extension e;
   e.old_vocab = old_vocab;
@@ -426,7 +306,9 @@ std::pair<Extension, bool> ensure_extended_tokenizer(const fs::path& old_model, 
     e.pieces.push_back(std::move(p));
   }
   util::atomic_write_file(out_model, bytes);
-  const nlohmann::json side = {{"inputs", want}, {"extension", {{"old_vocab", old_vocab}, {"pieces", pieces}}}};
+  const nlohmann::json side = {{"inputs", want},
+                               {"model_sha256", util::sha256_hex(bytes)},
+                               {"extension", {{"old_vocab", old_vocab}, {"pieces", pieces}}}};
   util::atomic_write_file(sidecar, side.dump(1) + "\n");
   return {e, true};
 }

@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "tokenizer/bpe.h"
 #include "tokenizer/corpus_text.h"
 #include "tokenizer/tokenizer_config.h"
 
@@ -37,27 +38,34 @@ struct Extension {
   int32_t vocab_size() const { return old_vocab + static_cast<int32_t>(pieces.size()); }
 };
 
-/// SentencePiece BPE's encoding of one already-normalised text: start from its UTF-8 characters and merge
-/// the adjacent pair whose concatenation has the highest score in `mergeable`, the leftmost on a tie, until no
-/// pair is in it (bpe_model.cc). `formed`, when given, receives each merged piece in order.
-std::vector<std::string> bpe_segment(const std::string& text, const std::unordered_map<std::string, float>& mergeable,
-                                     std::vector<std::string>* formed = nullptr);
-
 /// Makes `out_model` (with its sidecar `out_model`.json) the extension of `old_model` by `spec` for the text
 /// `corpus`, unless the sidecar says it already is (the same old model, text, spec and settings): returns the
 /// extension either way and whether it was made now. `cfg` is the old model's training settings; a model of
 /// its type is trained on `corpus` with them to find pieces (spec.count). New pieces score below every old
 /// piece, in the order chosen, so they join only what no old merge joins; each is checked to encode alone
 /// to its own id by SentencePiece itself.
+/// spec.count pieces are taken, each after the pieces BPE forms on the way to it that the old model lacks, so
+/// the extension can hold a few more than spec.count.
 /// Throws ConfigError (exit 2) for a count the text cannot give, a text that adds nothing, a list with
-/// duplicates or pieces already present, or a model that is not BPE; DataError for an unreadable model or
-/// text; SaveError.
+/// duplicates, spaces, pieces already present or pieces the normalisation rewrites, or a model that is not
+/// BPE; DataError for an unreadable model or text; SaveError.
 std::pair<Extension, bool> ensure_extended_tokenizer(const std::filesystem::path& old_model, const CorpusFiles& corpus,
                                                      const ExtensionSpec& spec, const TokenizerConfig& cfg, int threads,
                                                      uint64_t seed, const std::filesystem::path& out_model);
 
-/// The extension recorded beside `model` (its sidecar), or none (old_vocab 0) when it is not an extended model.
-/// Throws DataError for an unreadable sidecar.
+/// The extension recorded beside `model` (its sidecar, which names the model's SHA-256), or none (old_vocab 0)
+/// when it is not an extended model or the sidecar describes other bytes. Throws DataError for an unreadable
+/// sidecar.
 Extension read_extension(const std::filesystem::path& model);
+
+/// Whether `model`'s sidecar records the extension ensure_extended_tokenizer would make from these inputs
+/// (a resume checks its checkpoint's tokenizer with it before anything is written).
+bool extension_is_current(const std::filesystem::path& model, const std::filesystem::path& old_model,
+                          const CorpusFiles& corpus, const ExtensionSpec& spec, const TokenizerConfig& cfg,
+                          uint64_t seed);
+
+/// Removes `model`'s sidecar when it records an extension (a model copied over an extended one); a plain
+/// tokenizer's sidecar is kept.
+void forget_extension(const std::filesystem::path& model);
 
 }  // namespace lm::tokenizer

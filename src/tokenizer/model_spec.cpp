@@ -130,7 +130,51 @@ void read_normalizer_spec(Wire w, ModelSpec& s) {
   }
 }
 
+void put_varint(std::string& out, uint64_t v) {
+  while (v >= 0x80) {
+    out += static_cast<char>((v & 0x7F) | 0x80);
+    v >>= 7;
+  }
+  out += static_cast<char>(v);
+}
+
+// A length-delimited field (wire type 2).
+void put_message(std::string& out, uint32_t field, const std::string& body) {
+  put_varint(out, (static_cast<uint64_t>(field) << 3) | 2);
+  put_varint(out, body.size());
+  out += body;
+}
+
 }  // namespace
+
+std::string append_pieces(const std::string& model_bytes, const std::vector<std::string>& pieces,
+                          const std::vector<float>& scores, int32_t vocab_size) {
+  std::string out = model_bytes;
+  for (size_t i = 0; i < pieces.size(); ++i) {  // ModelProto.pieces (1): {piece 1, score 2 (fixed32), type 3}
+    std::string body;
+    put_message(body, 1, pieces[i]);
+    body += static_cast<char>((2 << 3) | 5);
+    char f[4];
+    std::memcpy(f, &scores[i], 4);  // little-endian, as protobuf and this machine
+    body.append(f, 4);
+    body += static_cast<char>(3 << 3);
+    put_varint(body, static_cast<uint64_t>(PieceType::kNormal));
+    put_message(out, 1, body);
+  }
+  std::string spec;  // ModelProto.trainer_spec (2): vocab_size (4)
+  spec += static_cast<char>(4 << 3);
+  put_varint(spec, static_cast<uint64_t>(vocab_size));
+  put_message(out, 2, spec);
+  return out;
+}
+
+std::string verbatim_model(const std::string& model_bytes) {
+  // ModelProto.normalizer_spec (3): add_dummy_prefix (3) = false, remove_extra_whitespaces (4) = false
+  const std::string spec = {static_cast<char>(3 << 3), '\0', static_cast<char>(4 << 3), '\0'};
+  std::string out = model_bytes;
+  put_message(out, 3, spec);
+  return out;
+}
 
 std::string normalization_name(const ModelSpec& s) {
   return s.normalization == "nmt_nfkc" ? "nfkc" : s.normalization;

@@ -37,4 +37,14 @@ std::string normalization_name(const ModelSpec& s);
 /// piece type outside SentencePiece's 1..6).
 ModelSpec read_model_spec(const std::filesystem::path& model_file);
 
+/// A serialized model (`model_bytes`) with NORMAL pieces appended after its own, piece i scored `scores[i]`,
+/// and trainer_spec.vocab_size set to the new count: records added at the end, which protobuf reads as
+/// continuing the repeated pieces and merges into the existing trainer_spec, so every old byte stays.
+std::string append_pieces(const std::string& model_bytes, const std::vector<std::string>& pieces,
+                          const std::vector<float>& scores, int32_t vocab_size);
+
+/// The same model reading text exactly as written: normalizer_spec merged with add_dummy_prefix and
+/// remove_extra_whitespaces off (a piece's own text then encodes without a word start added).
+std::string verbatim_model(const std::string& model_bytes);
+
 }  // namespace lm::tokenizer

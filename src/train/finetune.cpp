@@ -60,8 +60,13 @@ std::string tensor_sha256(const torch::Tensor& p) {
 }
 
 EmbeddingFreeze parse_embedding_freeze(std::string_view s) {
-  if (s == "false") return EmbeddingFreeze::kNone;
-  if (s == "true") return EmbeddingFreeze::kAll;
+  // YAML's own spellings of a boolean, as the key took when it was one
+  for (const char* no : {"false", "False", "FALSE", "no", "No", "NO", "off", "Off", "OFF", "n", "N"}) {
+    if (s == no) return EmbeddingFreeze::kNone;
+  }
+  for (const char* yes : {"true", "True", "TRUE", "yes", "Yes", "YES", "on", "On", "ON", "y", "Y"}) {
+    if (s == yes) return EmbeddingFreeze::kAll;
+  }
   if (s == "old") return EmbeddingFreeze::kOld;
   throw ConfigError("[finetune] freeze_embeddings: expected false | true | old, got '" + std::string(s) + "'");
 }
@@ -81,13 +86,14 @@ std::string to_string(NewRowsInit i) {
   return i == NewRowsInit::kPieces ? "pieces" : i == NewRowsInit::kMean ? "mean" : "normal";
 }
 
-torch::Tensor grow_rows(const torch::Tensor& old, const tokenizer::Extension& e, NewRowsInit init, uint64_t seed) {
+torch::Tensor grow_rows(const torch::Tensor& old, const tokenizer::Extension& e, NewRowsInit init, uint64_t seed,
+                        const std::string& tensor) {
   torch::NoGradGuard no_grad;
   const auto table = old.detach().cpu().to(torch::kFloat);  // (V_old, C)
   const int64_t n = static_cast<int64_t>(e.pieces.size()), C = table.size(1);
   torch::Tensor rows;  // (n, C)
   if (init == NewRowsInit::kNormal) {
-    auto gen = at::detail::createCPUGenerator(seed);
+    auto gen = at::detail::createCPUGenerator(seed + (tensor == "head.weight" ? 1 : 0));  // a head's own draw
     rows = torch::randn({n, C}, gen, torch::kFloat) * 0.02;
   } else if (init == NewRowsInit::kMean) {
     rows = table.mean(0, /*keepdim=*/true).expand({n, C}).clone();
@@ -103,10 +109,10 @@ torch::Tensor grow_rows(const torch::Tensor& old, const tokenizer::Extension& e,
 }
 
 torch::Tensor added_rows_start(const torch::Tensor& table, const std::filesystem::path& tokenizer_model,
-                               NewRowsInit init, uint64_t seed) {
+                               NewRowsInit init, uint64_t seed, const std::string& tensor) {
   const auto e = tokenizer::read_extension(tokenizer_model);
   if (e.old_vocab == 0 || table.size(0) != e.old_vocab) return {};
-  return grow_rows(table, e, init, seed).narrow(0, e.old_vocab, static_cast<int64_t>(e.pieces.size()));
+  return grow_rows(table, e, init, seed, tensor).narrow(0, e.old_vocab, static_cast<int64_t>(e.pieces.size()));
 }
 
 std::vector<std::string> freeze_prefixes(const FinetuneConfig& cfg) {
@@ -169,17 +175,20 @@ void Freezer::mask_gradients(model::GptImpl& m) const {
 bool Freezer::unfreeze_if_due(model::GptImpl& m, int64_t step, double embedding_lr_scale, bool* rows_unfrozen) {
   const bool resumed_past = first_step_ >= unfreeze_after_;
   if (rows_later_ && step >= unfreeze_after_) {
-    if (!resumed_past && tensor_sha256(m.tok_emb->weight.narrow(0, 0, old_rows_)) != rows_hash_) {
+    // A process resumed at the unfreeze step itself restarts the moments as the straight run does; one resumed
+    // later has them, the whole table's, in its checkpoint.
+    const bool rows_past = first_step_ > unfreeze_after_;
+    if (!rows_past && tensor_sha256(m.tok_emb->weight.narrow(0, 0, old_rows_)) != rows_hash_) {
       throw Error(ExitCode::kInternal, "[finetune] frozen rows of tok_emb.weight changed before they were unfrozen");
     }
-    if (resumed_past) {
-      spdlog::info("resumed at step {}, at or after the unfreeze at step {}: every row of tok_emb.weight trains",
+    if (rows_past) {
+      spdlog::info("resumed at step {}, after the unfreeze at step {}: every row of tok_emb.weight trains",
                    first_step_, unfreeze_after_);
     } else {
       spdlog::info("step {}: unfroze the {} old rows of tok_emb.weight (SHA-256 unchanged over steps {}-{}); the whole "
                    "table trains from here, its AdamW moments started afresh", step, old_rows_, first_step_ + 1, step);
     }
-    if (rows_unfrozen) *rows_unfrozen = !resumed_past;
+    if (rows_unfrozen) *rows_unfrozen = !rows_past;
     old_rows_ = 0;
     rows_later_ = false;
   }

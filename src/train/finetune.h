@@ -24,15 +24,17 @@ std::vector<std::string> freeze_prefixes(const FinetuneConfig& cfg);
 
 /// `old` (V_old, C: a token table, or an untied head) grown by one row for each of `e`'s pieces, started as
 /// `init` says: pieces = the mean of the rows of the piece's `from` ids; mean = the mean of all of old's rows;
-/// normal = N(0, 0.02) drawn from a generator seeded with `seed`. The same inputs give the same rows, so a
-/// report can compute a piece's initial row again. REQUIRES: old has e.old_vocab rows.
-torch::Tensor grow_rows(const torch::Tensor& old, const tokenizer::Extension& e, NewRowsInit init, uint64_t seed);
+/// normal = N(0, 0.02) drawn from a generator seeded with `seed` (+1 for `tensor` head.weight, so an untied
+/// head draws its own). The same inputs give the same rows, so a report can compute a piece's initial row
+/// again. REQUIRES: old has e.old_vocab rows.
+torch::Tensor grow_rows(const torch::Tensor& old, const tokenizer::Extension& e, NewRowsInit init, uint64_t seed,
+                        const std::string& tensor);
 
 /// The initial rows of the pieces a fine-tune added to `table` (its starting checkpoint's token table or head),
 /// as grow_rows made them: the extension recorded beside `tokenizer_model` (the fine-tune's checkpoint's or
 /// run's), with the fine-tune's `init` and `seed`. Undefined when that tokenizer added none.
 torch::Tensor added_rows_start(const torch::Tensor& table, const std::filesystem::path& tokenizer_model,
-                               NewRowsInit init, uint64_t seed);
+                               NewRowsInit init, uint64_t seed, const std::string& tensor);
 
 /// The prefixes frozen only until step `unfreeze_embeddings_after` (the embeddings; none when it is 0).
 std::vector<std::string> unfreeze_prefixes(const FinetuneConfig& cfg);
@@ -45,8 +47,8 @@ class Freezer {
   /// `unfreeze` train again from step `unfreeze_after` + 1. Throws ConfigError for a prefix that matches
   /// no parameter.
   /// `old_rows` > 0 (finetune.freeze_embeddings old): rows [0, old_rows) of tok_emb.weight keep their values
-  /// (mask_gradients) while the rest of the table trains; with `unfreeze` naming tok_emb. they train too from
-  /// step `unfreeze_after` + 1.
+  /// (mask_gradients) while the rest of the table trains; with `unfreeze_after` > 0 they train too from step
+  /// `unfreeze_after` + 1.
   Freezer(model::GptImpl& m, const std::vector<std::string>& freeze, const std::vector<std::string>& unfreeze,
           int64_t unfreeze_after, int32_t old_rows = 0);
 

@@ -104,12 +104,19 @@ void preflight_resume(const TrainJob& job, const fs::path& ckpt, const data::Cor
   // Every architecture field (model/gpt_config.h visit_fields); the vocabulary size is the tokenizer's.
   model::GptConfig now = job.model;
   now.vocab_size = job.tokenizer.vocab_size;
-  if (!job.init_from.empty() && job.new_pieces.active()) {  // a fine-tune that appended pieces: their count too
+  std::vector<std::string> p;
+  if (!job.init_from.empty() && job.new_pieces.active()) {
+    // A fine-tune that appended pieces: the checkpoint's tokenizer must be the extension this config asks for
+    // (checked here, before the run's tokenizer and token files would be made again).
     const auto e = tokenizer::read_extension(ckpt / "tokenizer.model");
     if (e.old_vocab > 0) now.vocab_size = e.vocab_size();
+    if (!tokenizer::extension_is_current(ckpt / "tokenizer.model", job.init_from / "tokenizer.model", job.train_files,
+                                         job.new_pieces, job.tokenizer, job.run.seed)) {
+      p.push_back("finetune.new_pieces: the checkpoint's tokenizer is not the extension this config asks for (other "
+                  "pieces, text, settings or seed)");
+    }
   }
   const auto was = model::field_texts(checkpoint::read_arch(ckpt)), is = model::field_texts(now);
-  std::vector<std::string> p;
   for (size_t i = 0; i < was.size(); ++i) {
     const std::string& key = was[i].first;
     compare(p, key == "vocab_size" ? "tokenizer.vocab_size" : "model." + key, was[i].second, is[i].second);

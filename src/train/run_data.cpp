@@ -40,9 +40,22 @@ std::string byte_pieces(const fs::path& model) {
 // finds it current).
 void extend_run_tokenizer(const TrainJob& job, const fs::path& path) {
   const auto t0 = Clock::now();
+  if (!job.resume_from.empty()) {  // the checkpoint's own, which preflight_resume found to be this extension
+    for (const std::string ext : {"", ".json"}) {  // the model and its sidecar
+      const fs::path from = job.resume_from / ("tokenizer.model" + ext), to = path.string() + ext;
+      if (!fs::is_regular_file(to) || util::sha256_file(to) != util::sha256_file(from)) {
+        util::atomic_write_file(to, util::read_file(from, "checkpoint tokenizer"));
+      }
+    }
+    const auto e = tokenizer::read_extension(path);
+    spdlog::info("tokenizer: {} (from {}: {} pieces appended to {}'s {}){}", path.string(), job.resume_from.string(),
+                 e.pieces.size(), job.init_from.string(), e.old_vocab, byte_pieces(path));
+    return;
+  }
   const fs::path src = job.init_from / "tokenizer.model";
   const auto [e, made] = tokenizer::ensure_extended_tokenizer(src, job.train_files, job.new_pieces, job.tokenizer,
                                                               job.run.threads, job.run.seed, path);
+
   const auto intermediate = std::count_if(e.pieces.begin(), e.pieces.end(), [](auto& p) { return p.intermediate; });
   const std::string what = job.new_pieces.list.empty() ? "from a tokenizer trained on " + tokenizer::describe_files(job.train_files)
                                                        : "listed in " + job.new_pieces.list.string();
@@ -66,8 +79,7 @@ void ensure_run_tokenizer(const TrainJob& job, const fs::path& path) {
     if (!fs::is_regular_file(path) || util::sha256_file(path) != util::sha256_file(src)) {
       util::atomic_write_file(path, util::read_file(src, "checkpoint tokenizer"));
     }
-    std::error_code ec;
-    fs::remove(path.string() + ".json", ec);  // an extension's sidecar from an earlier run describes another model
+    tokenizer::forget_extension(path);  // an earlier fine-tune's extension describes another model
     spdlog::info("tokenizer: {} (from {}){}", path.string(), ckpt.string(), byte_pieces(path));
     return;
   }
@@ -158,6 +170,7 @@ RunData::RunData(const fs::path& run_dir)
       train(paths.train_bin),
       val(paths.val_bin),
       identity{tokenizer.sha256(), train.info().source_sha256, val.info().source_sha256, train.size(), val.size()},
-      extension(tokenizer::read_extension(paths.tokenizer)) {}
+      extension(tokenizer::read_extension(paths.tokenizer)),
+      extension_file(extension.old_vocab > 0 ? fs::path(paths.tokenizer.string() + ".json") : fs::path()) {}
 
 }  // namespace lm::train

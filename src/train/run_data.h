@@ -39,6 +39,7 @@ struct RunData {
   data::TokenFile train, val;
   checkpoint::DataIdentity identity;
   tokenizer::Extension extension;  ///< the pieces the run's tokenizer added to its checkpoint's (old_vocab 0: none)
+  std::filesystem::path extension_file;  ///< its sidecar, which checkpoints carry (empty: none)
 };
 
 }  // namespace lm::train

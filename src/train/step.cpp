@@ -1,5 +1,11 @@
 #include "train/step.h"
 
+#include <spdlog/spdlog.h>
+
+#include <string>
+
+#include "util/errors.h"
+
 namespace lm::train {
 
 double accumulate_gradients(model::GptImpl& model, data::Batcher& batcher, int64_t accum,
@@ -14,6 +20,19 @@ double accumulate_gradients(model::GptImpl& model, data::Batcher& batcher, int64
     mean_loss += loss.item<double>() / static_cast<double>(accum);
   }
   return mean_loss;
+}
+
+void skip_or_stop(double loss, double grad_norm, int64_t step, const TrainConfig& cfg, int64_t& consecutive_skips,
+                  const std::filesystem::path& last_ckpt) {
+  const std::string what = "[train] non-finite value at step " + std::to_string(step) + ": loss " +
+                           std::to_string(loss) + ", grad norm " + std::to_string(grad_norm) +
+                           "; no update was made. Last valid checkpoint: " +
+                           (last_ckpt.empty() ? std::string("none") : last_ckpt.string());
+  if (cfg.on_nonfinite == NonFinitePolicy::kStop || consecutive_skips >= cfg.max_skips) {
+    throw NonFiniteError(what + ". Hint: lower train.lr, or resume from that checkpoint.");
+  }
+  ++consecutive_skips;
+  spdlog::warn("{}; skipped ({} of at most {} in a row)", what, consecutive_skips, cfg.max_skips);
 }
 
 }  // namespace lm::train

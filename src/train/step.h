@@ -2,10 +2,12 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 
 #include "data/batcher.h"
 #include "model/gpt.h"
+#include "train/train_config.h"
 
 namespace lm::train {
 
@@ -16,5 +18,11 @@ namespace lm::train {
 /// Returns the mean loss.
 double accumulate_gradients(model::GptImpl& model, data::Batcher& batcher, int64_t accum,
                             const std::function<void()>& before_last = {});
+
+/// A non-finite loss or gradient norm at step `step` (no update was made): throws NonFiniteError, naming
+/// `last_ckpt`, under on_nonfinite stop or after cfg.max_skips skips in a row; else counts the skip in
+/// `consecutive_skips` and warns.
+void skip_or_stop(double loss, double grad_norm, int64_t step, const TrainConfig& cfg, int64_t& consecutive_skips,
+                  const std::filesystem::path& last_ckpt);
 
 }  // namespace lm::train

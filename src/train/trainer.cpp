@@ -124,7 +124,7 @@ class Trainer {
       opt_->step(clipped);
       state_.consecutive_skips = 0;
     } else {
-      skip_or_stop(loss, grad_norm);
+      skip_or_stop(loss, grad_norm, state_.step + 1, job_.train, state_.consecutive_skips, last_ckpt_);
       opt_->zero_grad();
     }
     util::fault_hooks().reached("step:" + std::to_string(state_.step + 1));  // test builds may hold here
@@ -137,18 +137,6 @@ class Trainer {
       if (p.grad().defined()) p.grad().fill_(std::numeric_limits<float>::quiet_NaN());
     }
     return std::numeric_limits<double>::quiet_NaN();
-  }
-
-  void skip_or_stop(double loss, double grad_norm) {
-    const std::string what = "[train] non-finite value at step " + std::to_string(state_.step + 1) + ": loss " +
-                             std::to_string(loss) + ", grad norm " + std::to_string(grad_norm) +
-                             "; no update was made. Last valid checkpoint: " +
-                             (last_ckpt_.empty() ? std::string("none") : last_ckpt_.string());
-    if (job_.train.on_nonfinite == NonFinitePolicy::kStop || state_.consecutive_skips >= job_.train.max_skips) {
-      throw NonFiniteError(what + ". Hint: lower train.lr, or resume from that checkpoint.");
-    }
-    ++state_.consecutive_skips;
-    spdlog::warn("{}; skipped ({} of at most {} in a row)", what, state_.consecutive_skips, job_.train.max_skips);
   }
 
   // Counts the step, redraws the progress line, and every log_every steps (and at the last) logs the mean
@@ -209,10 +197,8 @@ class Trainer {
     state_.torch_rng_state = checkpoint::torch_rng_state_hex();
     state_.precision = util::precision_name(model_->ops()->dtype());
     state_.muon_precision = muon_precision_;
-    // a fine-tune's extended tokenizer goes with its sidecar (which pieces it added, and from what)
-    const fs::path extension = data_.extension.old_vocab > 0 ? fs::path(data_.paths.tokenizer.string() + ".json") : fs::path();
     checkpoint::SaveRequest req{model_.get(), &opt_->adamw(), opt_->muon_state(), state_, job_.config_yaml,
-                                data_.paths.tokenizer, latest == Latest::kUpdate, extension};
+                                data_.paths.tokenizer, latest == Latest::kUpdate, data_.extension_file};
     auto dir = checkpoint::save_checkpoint(job_.run_dir(), name, req);
     spdlog::info("checkpoint: {}", dir.string());
     return dir;

@@ -75,9 +75,9 @@ model::Gpt build_model(const TrainJob& job, const RunData& data, const torch::De
     // An untied model started from a tied checkpoint takes its head from the token table (untie_head).
     auto stored = checkpoint::read_weights(job.init_from, arch.tie_embeddings ? checkpoint::MissingHead::kRefuse
                                                                               : checkpoint::MissingHead::kFromTokEmb);
-    if (data.extension.old_vocab > 0) {  // new_pieces: the added pieces' rows start from what the model knows
-      for (const char* name : {"tok_emb.weight", "head.weight"}) {
-        if (stored.count(name)) stored[name] = grow_rows(stored[name], data.extension, job.new_rows_init, job.run.seed);
+    if (job.new_pieces.active()) {  // new_pieces: the added pieces' rows start from what the model knows
+      for (const std::string name : {"tok_emb.weight", "head.weight"}) {
+        if (stored.count(name)) stored[name] = grow_rows(stored[name], data.extension, job.new_rows_init, job.run.seed, name);
       }
       log_new_rows(data, job.new_rows_init);
     }
