@@ -246,8 +246,14 @@ void forget_extension(const fs::path& model) {
 std::pair<Extension, bool> ensure_extended_tokenizer(const fs::path& old_model, const CorpusFiles& corpus,
                                                      const ExtensionSpec& spec, const TokenizerConfig& cfg, int threads,
                                                      uint64_t seed, const fs::path& out_model) {
-  if (extension_is_current(out_model, old_model, corpus, spec, cfg, seed)) return {read_extension(out_model), false};
-  const nlohmann::json want = wanted(old_model, corpus, spec, cfg, seed);
+  const nlohmann::json want = wanted(old_model, corpus, spec, cfg, seed);  // hashes the text once
+  try {
+    if (const auto had = extension_sidecar(out_model); !had.is_null() && had.value("inputs", nlohmann::json()) == want) {
+      return {from_json(had), false};
+    }
+  } catch (const nlohmann::json::exception&) {
+    // unreadable: made again
+  }
   const fs::path sidecar = out_model.string() + ".json";
   const OldVocab old = read_old_vocab(old_model);
   if (old.spec.algorithm != "bpe") {
