@@ -139,11 +139,7 @@ class Reporter {
     if (extension_.old_vocab > 0 && extension_.old_vocab == base_.arch.vocab_size) {
       // untie_head: the head starts as the token table and grows by its own rule, as in the trainer
       if (!model.config().tie_embeddings && !weights.count("head.weight")) weights["head.weight"] = weights["tok_emb.weight"];
-      for (auto& [name, t] : weights) {
-        if (name == "tok_emb.weight" || name == "head.weight") {
-          t = train::grow_rows(t, extension_, cfg_.finetune.new_rows_init, cfg_.run.seed, name);
-        }
-      }
+      train::grow_tables(weights, extension_, cfg_.finetune.new_rows_init, cfg_.run.seed);
       start_model = model::Gpt(model.config(), model.ops());
       checkpoint::copy_weights(*start_model, weights, base_.dir.string());
       start_model->to(model.device());

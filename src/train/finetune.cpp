@@ -108,6 +108,13 @@ torch::Tensor grow_rows(const torch::Tensor& old, const tokenizer::Extension& e,
   return torch::cat({table, rows}, 0).to(old.device());
 }
 
+void grow_tables(std::map<std::string, torch::Tensor>& stored, const tokenizer::Extension& e, NewRowsInit init,
+                 uint64_t seed) {
+  for (const std::string name : {"tok_emb.weight", "head.weight"}) {
+    if (auto it = stored.find(name); it != stored.end()) it->second = grow_rows(it->second, e, init, seed, name);
+  }
+}
+
 torch::Tensor added_rows_start(const torch::Tensor& table, const std::filesystem::path& tokenizer_model,
                                NewRowsInit init, uint64_t seed, const std::string& tensor) {
   const auto e = tokenizer::read_extension(tokenizer_model);

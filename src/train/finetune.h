@@ -30,6 +30,11 @@ std::vector<std::string> freeze_prefixes(const FinetuneConfig& cfg);
 torch::Tensor grow_rows(const torch::Tensor& old, const tokenizer::Extension& e, NewRowsInit init, uint64_t seed,
                         const std::string& tensor);
 
+/// A fine-tune's starting weights (`stored`, by name) with tok_emb.weight and head.weight, where present, grown by
+/// grow_rows: what the trainer loads and the forgetting report's "before" model.
+void grow_tables(std::map<std::string, torch::Tensor>& stored, const tokenizer::Extension& e, NewRowsInit init,
+                 uint64_t seed);
+
 /// The initial rows of the pieces a fine-tune added to `table` (its starting checkpoint's token table or head),
 /// as grow_rows made them: the extension recorded beside `tokenizer_model` (the fine-tune's checkpoint's or
 /// run's), with the fine-tune's `init` and `seed`. Undefined when that tokenizer added none.

@@ -76,9 +76,7 @@ model::Gpt build_model(const TrainJob& job, const RunData& data, const torch::De
     auto stored = checkpoint::read_weights(job.init_from, arch.tie_embeddings ? checkpoint::MissingHead::kRefuse
                                                                               : checkpoint::MissingHead::kFromTokEmb);
     if (job.new_pieces.active()) {  // new_pieces: the added pieces' rows start from what the model knows
-      for (const std::string name : {"tok_emb.weight", "head.weight"}) {
-        if (stored.count(name)) stored[name] = grow_rows(stored[name], data.extension, job.new_rows_init, job.run.seed, name);
-      }
+      grow_tables(stored, data.extension, job.new_rows_init, job.run.seed);
       log_new_rows(data, job.new_rows_init);
     }
     checkpoint::copy_weights(*model, stored, job.init_from.string());
