@@ -216,7 +216,7 @@ const std::vector<Field>& fields() {
       scalar<I>("finetune.drift_top_k", "most-moved pieces listed", [](RunConfig& c) -> I& { return c.finetune.drift_top_k; }, 0, 10000),
       scalar<I>("finetune.new_pieces", "append N pieces of a tokenizer trained on the new text to the vocabulary (BPE; with the pieces BPE needs on the way to them)", [](RunConfig& c) -> I& { return c.finetune.new_pieces; }, 0),
       text("finetune.new_pieces_from", "append the pieces listed in this file (one a line) to the vocabulary", [](RunConfig& c) -> std::string& { return c.finetune.new_pieces_from; }),
-      choice<train::NewRowsInit>("finetune.new_rows_init", "how added pieces' rows start: pieces (mean of the rows of the old pieces they split into) | mean (of all rows) | normal (as pretraining)", [](RunConfig& c) -> train::NewRowsInit& { return c.finetune.new_rows_init; }, train::parse_new_rows_init, train::to_string),
+      choice<train::NewRowsInit>("finetune.new_rows_init", "how added pieces' rows start: pieces (mean of the rows of the old pieces they split into, less its part along the mean row) | mean (of all rows) | normal (as pretraining)", [](RunConfig& c) -> train::NewRowsInit& { return c.finetune.new_rows_init; }, train::parse_new_rows_init, train::to_string),
       scalar<I>("checkpoint.every", "steps between checkpoints (0 = final only)", [](RunConfig& c) -> I& { return c.checkpoint.every; }, 0),
       scalar<I>("checkpoint.keep_last", "step checkpoints kept on disk (plus `best`)", [](RunConfig& c) -> I& { return c.checkpoint.keep_last; }, 2),
       scalar<I>("dist.timeout_s", "seconds within which a lost or missing rank ends the others (exit 7)", [](RunConfig& c) -> I& { return c.dist.timeout_s; }, 1, 86400),

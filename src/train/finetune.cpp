@@ -104,6 +104,12 @@ torch::Tensor grow_rows(const torch::Tensor& old, const tokenizer::Extension& e,
       auto ids = torch::tensor(std::vector<int64_t>(from.begin(), from.end()), torch::kInt64);
       rows[i] = table.index_select(0, ids).mean(0);
     }
+    // Every row shares the mean row's direction, and with the rows scoring the next token (a tied table or a
+    // head) the softmax made it a frequency prior: the pieces of a new word are improbable where it starts
+    // (bytes never trained on, word ends), so their mean would start the word improbable too. The new rows keep
+    // what sets their old pieces apart and drop that shared part.
+    const auto d = table.mean(0) / table.mean(0).norm();
+    rows -= torch::outer(rows.matmul(d), d);
   }
   return torch::cat({table, rows}, 0).to(old.device());
 }

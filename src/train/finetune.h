@@ -23,7 +23,8 @@ std::string tensor_sha256(const torch::Tensor& t);
 std::vector<std::string> freeze_prefixes(const FinetuneConfig& cfg);
 
 /// `old` (V_old, C: a token table, or an untied head) grown by one row for each of `e`'s pieces, started as
-/// `init` says: pieces = the mean of the rows of the piece's `from` ids; mean = the mean of all of old's rows;
+/// `init` says: pieces = the mean of the rows of the piece's `from` ids, less its part along the mean row of old
+/// (d = mean/|mean|: row - (row . d) d); mean = the mean of all of old's rows;
 /// normal = N(0, 0.02) drawn from a generator seeded with `seed` (+1 for `tensor` head.weight, so an untied
 /// head draws its own). The same inputs give the same rows, so a report can compute a piece's initial row
 /// again. REQUIRES: old has e.old_vocab rows.
