@@ -9,6 +9,7 @@
 #include <string>
 
 #include "checkpoint/checkpoint.h"
+#include "config/config.h"
 #include "checkpoint/safetensors.h"
 #include "cli/commands.h"
 #include "inspect/embed.h"
@@ -105,8 +106,18 @@ inspect::EmbedOptions check_flags(const EmbedOpts& o) {
 }
 
 void run_embed(const EmbedOpts& o) {
-  const inspect::EmbedOptions eo = check_flags(o);
+  inspect::EmbedOptions eo = check_flags(o);
   auto ck = checkpoint::load_checkpoint(o.checkpoint, reading_ops(o.precision, "cpu"));
+  if (const auto ft = config::checkpoint_finetune(ck.config_yaml); ft.objective == train::Objective::kContrastive) {
+    if (!o.pool_given && !o.from_input && eo.layer == -1) {
+      eo.pool = ft.pool;  // the encoder's own pooling
+      spdlog::info("[embed] --pool {}: the pooling this encoder was trained with (finetune.pool in its config.yaml)",
+                   model::to_string(ft.pool));
+    } else if (o.pool_given && eo.pool != ft.pool) {
+      spdlog::warn("[embed] --pool {}: this encoder was trained with finetune.pool {}", model::to_string(eo.pool),
+                   model::to_string(ft.pool));
+    }
+  }
   tokenizer::Tokenizer tok(ck.tokenizer_model);
   const int64_t L = ck.arch.n_layers;
   if (eo.layer < -1 || eo.layer > L) {

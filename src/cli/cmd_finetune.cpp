@@ -15,6 +15,7 @@
 #include "data/prepare.h"
 #include "data/split.h"
 #include "inspect/drift.h"
+#include "train/contrastive_report.h"
 #include "train/evaluate.h"
 #include "train/finetune.h"
 #include "tokenizer/corpus_text.h"
@@ -88,9 +89,10 @@ OriginalVal adopt_checkpoint(config::RunConfig& cfg, const fs::path& from) {
 // End-of-run (and periodic) reports against the starting checkpoint.
 class Reporter {
  public:
-  Reporter(const config::RunConfig& cfg, const fs::path& from, OriginalVal original)
+  Reporter(const config::RunConfig& cfg, const fs::path& from, OriginalVal original,
+           std::optional<train::ContrastiveSpec> contrastive)
       : cfg_(cfg), run_dir_(cfg.run.dir), base_(checkpoint::load_checkpoint(from)), tok_(base_.tokenizer_model),
-        original_(std::move(original)) {}
+        original_(std::move(original)), contrastive_(std::move(contrastive)) {}
 
   void operator()(model::GptImpl& model, int64_t step, train::ReportKind kind) {
     const bool final = kind == train::ReportKind::kFinal;
@@ -159,6 +161,17 @@ class Reporter {
     nlohmann::json j = {{"new", {{"val", new_name}, {"before", new_before}, {"after", new_after}}},
                         {"original", {{"val", orig_name}, {"before", old_before}, {"after", old_after}}}};
     util::atomic_write_file(run_dir_ / "forgetting.json", j.dump(2) + "\n");
+    if (contrastive_) sentence_vectors(*start_model, model);
+  }
+
+  // A contrastive fine-tune: its held-out pairs' retrieval and cosines, before and after.
+  void sentence_vectors(model::GptImpl& before, model::GptImpl& after) {
+    const tokenizer::Tokenizer& tok = run_tok_ ? *run_tok_ : tok_;
+    const int64_t T = after.config().max_seq_len;
+    const auto pairs = contrastive_->pairs.empty() ? train::next_line_pairs(contrastive_->val_files, tok, T)
+                                                   : train::read_pairs(contrastive_->val_pairs, tok, T);
+    const auto j = train::sentence_vector_report(before, after, pairs, *contrastive_, tok.eos_id(), cfg_.train.batch_size);
+    util::atomic_write_file(run_dir_ / "sentence_vectors.json", j.dump(2) + "\n");
   }
 
   // The original validation text: finetune.original_val, or the lines (files) the original run held out.
@@ -197,6 +210,7 @@ class Reporter {
   tokenizer::Extension extension_;                ///< the pieces this run added (old_vocab 0: none)
   std::optional<tokenizer::Tokenizer> run_tok_;   ///< the run's extended tokenizer, when it has one
   OriginalVal original_;
+  std::optional<train::ContrastiveSpec> contrastive_;  ///< finetune.objective contrastive
 };
 
 }  // namespace
@@ -261,7 +275,11 @@ void add_finetune_commands(CLI::App& app) {
     job.new_pieces = {cfg.finetune.new_pieces, cfg.finetune.new_pieces_from};
     job.new_rows_init = cfg.finetune.new_rows_init;
     job.freeze_old_rows = cfg.finetune.freeze_embeddings == train::EmbeddingFreeze::kOld;
-    auto reporter = std::make_shared<Reporter>(cfg, from, original);
+    if (cfg.finetune.objective == train::Objective::kContrastive) {
+      job.contrastive = train::ContrastiveSpec{cfg.finetune.pool, cfg.finetune.temperature, cfg.finetune.lm_weight,
+                                               cfg.finetune.pairs, cfg.finetune.val_pairs, job.train_files, job.val_files};
+    }
+    auto reporter = std::make_shared<Reporter>(cfg, from, original, job.contrastive);
     job.on_report = [reporter](model::GptImpl& m, int64_t step, train::ReportKind kind) { (*reporter)(m, step, kind); };
     job.report_every = cfg.finetune.drift_every;
     spdlog::info("fine-tune run dir {}, from {}", cfg.run.dir, from.string());

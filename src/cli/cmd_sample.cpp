@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "checkpoint/checkpoint.h"
+#include "config/config.h"
 #include "cli/commands.h"
 #include "model/huge_pages.h"
 #include "model/make_ops.h"
@@ -207,6 +208,11 @@ void run_sample(SampleOpts& o) {
   auto ck = checkpoint::load_checkpoint(o.checkpoint, reading_ops(o.precision, o.device));
   if (!move_to_device(*ck.model, o.device)) model::pack_parameters_in_huge_pages(*ck.model);
   tokenizer::Tokenizer tok(ck.tokenizer_model);
+  if (const auto ft = config::checkpoint_finetune(ck.config_yaml);
+      ft.objective == train::Objective::kContrastive && ft.lm_weight == 0) {
+    spdlog::warn("{} is a sentence encoder (finetune.objective contrastive, lm_weight 0): it was not trained to "
+                 "predict tokens, so its probabilities and samples are not a language model's", ck.dir.string());
+  }
   warn_unknown_characters(tok, o.prompt, "prompt");
   int64_t dropped = 0;
   const auto context = sample::fit_prompt(sample::prompt_context(tok, o.prompt), ck.arch.max_seq_len, o.no_truncate, dropped);

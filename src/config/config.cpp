@@ -124,6 +124,34 @@ void apply_overrides(RunConfig& cfg, const std::vector<std::string>& overrides, 
   }
 }
 
+// finetune.objective contrastive: where its pairs come from, and keys that only it reads.
+void validate_contrastive(const RunConfig& c, std::vector<std::string>& errs) {
+  const auto& f = c.finetune;
+  if (f.objective != train::Objective::kContrastive) {
+    if (!f.pairs.empty() || !f.val_pairs.empty() || f.positives != train::Positives::kNone || f.lm_weight > 0) {
+      errs.push_back("finetune.pairs, val_pairs, positives and lm_weight: expected finetune.objective contrastive "
+                     "(they choose its pairs and weights), got objective " + train::to_string(f.objective));
+    }
+    return;
+  }
+  if (f.pairs.empty() == (f.positives == train::Positives::kNone)) {
+    errs.push_back("finetune.objective contrastive: expected its positives from finetune.pairs (a TSV file) or "
+                   "finetune.positives next_line, got " + std::string(f.pairs.empty() ? "neither" : "both"));
+  }
+  if (!f.pairs.empty() && f.val_pairs.empty()) {
+    errs.push_back("finetune.val_pairs: expected held-out pairs (the same TSV format) with finetune.pairs, for "
+                   "validation and the retrieval report, got nothing");
+  }
+  if (f.pairs.empty() && !f.val_pairs.empty()) {
+    errs.push_back("finetune.val_pairs: expected finetune.pairs with it (next_line validates on data.val's lines), "
+                   "got '" + f.val_pairs + "' alone");
+  }
+  if (c.train.batch_size < 2) {
+    errs.push_back("train.batch_size: expected >= 2 with finetune.objective contrastive (the other pairs of a batch "
+                   "are each line's negatives), got " + show(c.train.batch_size));
+  }
+}
+
 void validate(const RunConfig& c, std::vector<std::string>& errs) {
   for (auto& p : c.model.problems()) {
     if (p.rfind("model.vocab_size", 0) != 0) errs.push_back(p);
@@ -163,6 +191,7 @@ void validate(const RunConfig& c, std::vector<std::string>& errs) {
     errs.push_back("finetune.unfreeze_embeddings_after: expected < train.max_steps=" + show(c.train.max_steps) +
                    " (the embeddings would never train), got " + show(c.finetune.unfreeze_embeddings_after));
   }
+  validate_contrastive(c, errs);
   if (c.train.warmup_steps > c.train.max_steps) {
     errs.push_back("train.warmup_steps: expected <= train.max_steps=" + show(c.train.max_steps) + ", got " +
                    show(c.train.warmup_steps));
@@ -198,6 +227,14 @@ RunConfig parse_config(const std::string& yaml_text, const std::string& origin, 
     throw ConfigError("[config] " + origin + " is not valid YAML: " + e.what());
   }
   return build(&root, origin, overrides);
+}
+
+train::FinetuneConfig checkpoint_finetune(const std::string& yaml) {
+  try {
+    return parse_config(yaml, "checkpoint config", {}).finetune;
+  } catch (const ConfigError&) {
+    return {};
+  }
 }
 
 RunConfig load_config(const std::filesystem::path& yaml_path, const std::vector<std::string>& overrides) {

@@ -60,6 +60,10 @@ RunConfig load_config(const std::filesystem::path& yaml_path, const std::vector<
 RunConfig parse_config(const std::string& yaml_text, const std::string& origin,
                        const std::vector<std::string>& overrides);
 
+/// What a checkpoint says it was fine-tuned for: the finetune section of its config.yaml (`yaml`, as the
+/// checkpoint stores it), or the defaults (next_token) when that does not parse.
+train::FinetuneConfig checkpoint_finetune(const std::string& yaml);
+
 /// The effective config as YAML, every key present (round-trips through parse_config).
 std::string dump_config(const RunConfig& cfg);
 

@@ -145,8 +145,35 @@ Field choice(std::string key, std::string help, std::function<E&(RunConfig&)> re
 
 using I = int64_t;
 
+// The `finetune` section (`lmtrain finetune`).
+static std::vector<Field> finetune_fields() {
+  return {
+      text("finetune.from", "starting checkpoint of `lmtrain finetune` (set by --from)", [](RunConfig& c) -> std::string& { return c.finetune.from; }),
+      choice<train::EmbeddingFreeze>("finetune.freeze_embeddings", "false | true (freeze the token table; tied head: the output projection too) | old (freeze the rows of the checkpoint's pieces; the rows of added pieces train)", [](RunConfig& c) -> train::EmbeddingFreeze& { return c.finetune.freeze_embeddings; }, train::parse_embedding_freeze, train::to_string),
+      scalar<bool>("finetune.freeze_positions", "freeze learned positions", [](RunConfig& c) -> bool& { return c.finetune.freeze_positions; }),
+      text_list("finetune.freeze", "further parameter-name prefixes to freeze", [](RunConfig& c) -> std::vector<std::string>& { return c.finetune.freeze; }),
+      scalar<bool>("finetune.untie_head", "copy a tied head out of the token table so it can train on its own", [](RunConfig& c) -> bool& { return c.finetune.untie_head; }),
+      scalar<double>("finetune.embedding_lr_scale", "lr multiplier of trainable token/position embeddings", [](RunConfig& c) -> double& { return c.finetune.embedding_lr_scale; }, 1e-6, 10.0),
+      scalar<I>("finetune.unfreeze_embeddings_after", "unfreeze the frozen embeddings after this many steps (0 = never)", [](RunConfig& c) -> I& { return c.finetune.unfreeze_embeddings_after; }, 0),
+      text("finetune.original_val", "original corpus val text for the forgetting report (\"\" = the checkpoint's data.val)", [](RunConfig& c) -> std::string& { return c.finetune.original_val; }),
+      scalar<I>("finetune.drift_every", "steps between drift reports (0 = end only)", [](RunConfig& c) -> I& { return c.finetune.drift_every; }, 0),
+      scalar<I>("finetune.drift_top_k", "most-moved pieces listed", [](RunConfig& c) -> I& { return c.finetune.drift_top_k; }, 0, 10000),
+      scalar<I>("finetune.new_pieces", "append N pieces of a tokenizer trained on the new text to the vocabulary (BPE; with the pieces BPE needs on the way to them)", [](RunConfig& c) -> I& { return c.finetune.new_pieces; }, 0),
+      text("finetune.new_pieces_from", "append the pieces listed in this file (one a line) to the vocabulary", [](RunConfig& c) -> std::string& { return c.finetune.new_pieces_from; }),
+      choice<train::NewRowsInit>("finetune.new_rows_init", "how added pieces' rows start: pieces (mean of the rows of the old pieces they split into, less its part along the mean row) | mean (of all rows) | normal (as pretraining)", [](RunConfig& c) -> train::NewRowsInit& { return c.finetune.new_rows_init; }, train::parse_new_rows_init, train::to_string),
+      choice<train::Objective>("finetune.objective", "next_token (the language-model loss) | contrastive (in-batch InfoNCE over pooled line vectors: a sentence encoder)", [](RunConfig& c) -> train::Objective& { return c.finetune.objective; }, train::parse_objective, train::to_string),
+      choice<model::Pool>("finetune.pool", "contrastive: how a line's hidden states become its vector, as embed --pool: mean | weighted | last", [](RunConfig& c) -> model::Pool& { return c.finetune.pool; }, [](std::string_view v) { return model::parse_pool(v, "[finetune] pool"); }, model::to_string),
+      scalar<double>("finetune.temperature", "contrastive: InfoNCE temperature (cosines are divided by it)", [](RunConfig& c) -> double& { return c.finetune.temperature; }, 1e-3, 10.0),
+      text("finetune.pairs", "contrastive: training pairs, one `anchor<TAB>positive` a line", [](RunConfig& c) -> std::string& { return c.finetune.pairs; }),
+      text("finetune.val_pairs", "contrastive with finetune.pairs: held-out pairs, the same format (validation and retrieval)", [](RunConfig& c) -> std::string& { return c.finetune.val_pairs; }),
+      choice<train::Positives>("finetune.positives", "contrastive without finetune.pairs: next_line (each line and the next of the same file; validation from data.val's)", [](RunConfig& c) -> train::Positives& { return c.finetune.positives; }, train::parse_positives, train::to_string),
+      scalar<double>("finetune.lm_weight", "contrastive: weight of the next-token loss on the same lines (0 = none)", [](RunConfig& c) -> double& { return c.finetune.lm_weight; }, 0.0, 100.0),
+  };
+}
+
 const std::vector<Field>& fields() {
-  static const std::vector<Field> kFields = {
+  static const std::vector<Field> kFields = [] {
+    std::vector<Field> f = {
       text("run.dir", "run directory (tokenizer, token files, checkpoints)", [](RunConfig& c) -> std::string& { return c.run.dir; }),
       scalar<uint64_t>("run.seed", "seed for initialisation and batch sampling", [](RunConfig& c) -> uint64_t& { return c.run.seed; }),
       scalar<int>("run.threads", "LibTorch intra-op threads", [](RunConfig& c) -> int& { return c.run.threads; }, 1, 256),
@@ -204,25 +231,19 @@ const std::vector<Field>& fields() {
       scalar<I>("train.early_stopping_patience", "validations without improvement before stopping (0 = off)", [](RunConfig& c) -> I& { return c.train.early_stopping_patience; }, 0),
       choice<train::NonFinitePolicy>("train.on_nonfinite", "stop | skip a step whose loss or grad norm is NaN/Inf", [](RunConfig& c) -> train::NonFinitePolicy& { return c.train.on_nonfinite; }, train::parse_nonfinite_policy, train::to_string),
       scalar<I>("train.max_skips", "consecutive skipped steps allowed with on_nonfinite: skip", [](RunConfig& c) -> I& { return c.train.max_skips; }, 0),
-      text("finetune.from", "starting checkpoint of `lmtrain finetune` (set by --from)", [](RunConfig& c) -> std::string& { return c.finetune.from; }),
-      choice<train::EmbeddingFreeze>("finetune.freeze_embeddings", "false | true (freeze the token table; tied head: the output projection too) | old (freeze the rows of the checkpoint's pieces; the rows of added pieces train)", [](RunConfig& c) -> train::EmbeddingFreeze& { return c.finetune.freeze_embeddings; }, train::parse_embedding_freeze, train::to_string),
-      scalar<bool>("finetune.freeze_positions", "freeze learned positions", [](RunConfig& c) -> bool& { return c.finetune.freeze_positions; }),
-      text_list("finetune.freeze", "further parameter-name prefixes to freeze", [](RunConfig& c) -> std::vector<std::string>& { return c.finetune.freeze; }),
-      scalar<bool>("finetune.untie_head", "copy a tied head out of the token table so it can train on its own", [](RunConfig& c) -> bool& { return c.finetune.untie_head; }),
-      scalar<double>("finetune.embedding_lr_scale", "lr multiplier of trainable token/position embeddings", [](RunConfig& c) -> double& { return c.finetune.embedding_lr_scale; }, 1e-6, 10.0),
-      scalar<I>("finetune.unfreeze_embeddings_after", "unfreeze the frozen embeddings after this many steps (0 = never)", [](RunConfig& c) -> I& { return c.finetune.unfreeze_embeddings_after; }, 0),
-      text("finetune.original_val", "original corpus val text for the forgetting report (\"\" = the checkpoint's data.val)", [](RunConfig& c) -> std::string& { return c.finetune.original_val; }),
-      scalar<I>("finetune.drift_every", "steps between drift reports (0 = end only)", [](RunConfig& c) -> I& { return c.finetune.drift_every; }, 0),
-      scalar<I>("finetune.drift_top_k", "most-moved pieces listed", [](RunConfig& c) -> I& { return c.finetune.drift_top_k; }, 0, 10000),
-      scalar<I>("finetune.new_pieces", "append N pieces of a tokenizer trained on the new text to the vocabulary (BPE; with the pieces BPE needs on the way to them)", [](RunConfig& c) -> I& { return c.finetune.new_pieces; }, 0),
-      text("finetune.new_pieces_from", "append the pieces listed in this file (one a line) to the vocabulary", [](RunConfig& c) -> std::string& { return c.finetune.new_pieces_from; }),
-      choice<train::NewRowsInit>("finetune.new_rows_init", "how added pieces' rows start: pieces (mean of the rows of the old pieces they split into, less its part along the mean row) | mean (of all rows) | normal (as pretraining)", [](RunConfig& c) -> train::NewRowsInit& { return c.finetune.new_rows_init; }, train::parse_new_rows_init, train::to_string),
+    };
+    for (auto& field : finetune_fields()) f.push_back(std::move(field));
+    for (auto& field : std::vector<Field>{
       scalar<I>("checkpoint.every", "steps between checkpoints (0 = final only)", [](RunConfig& c) -> I& { return c.checkpoint.every; }, 0),
       scalar<I>("checkpoint.keep_last", "step checkpoints kept on disk (plus `best`)", [](RunConfig& c) -> I& { return c.checkpoint.keep_last; }, 2),
       scalar<I>("dist.timeout_s", "seconds within which a lost or missing rank ends the others (exit 7)", [](RunConfig& c) -> I& { return c.dist.timeout_s; }, 1, 86400),
       scalar<I>("dist.bucket_mb", "gradient all-reduce bucket size in MiB", [](RunConfig& c) -> I& { return c.dist.bucket_mb; }, 1, 4096),
       scalar<bool>("dist.overlap", "start each bucket's all-reduce during the backward pass", [](RunConfig& c) -> bool& { return c.dist.overlap; }),
-  };
+         }) {
+      f.push_back(std::move(field));
+    }
+    return f;
+  }();
   return kFields;
 }
 

@@ -16,17 +16,11 @@
 namespace lm::inspect {
 namespace fs = std::filesystem;
 
-Pool parse_pool(const std::string& name) {
-  if (name == "mean") return Pool::kMean;
-  if (name == "weighted") return Pool::kWeighted;
-  if (name == "last") return Pool::kLast;
-  throw ConfigError("[embed] --pool: expected mean, weighted or last, got '" + name + "'");
-}
+Pool parse_pool(const std::string& name) { return model::parse_pool(name, "[embed] --pool"); }
 
 std::string describe(const EmbedOptions& o) {
   if (o.from_input) return "from-input";
-  const char* pool = o.pool == Pool::kMean ? "mean" : o.pool == Pool::kWeighted ? "weighted" : "last";
-  return std::string("pool=") + pool + " layer=" + (o.layer < 0 ? std::string("final") : std::to_string(o.layer));
+  return "pool=" + model::to_string(o.pool) + " layer=" + (o.layer < 0 ? std::string("final") : std::to_string(o.layer));
 }
 
 std::vector<std::string> read_lines(const fs::path& path) {
@@ -116,23 +110,15 @@ Embedded embed_texts(model::GptImpl& model, const tokenizer::Tokenizer& tok, con
       });
       states = (o.layer < 0 ? h : o.layer == 0 ? input : picked).to(torch::kCPU, torch::kFloat64);
     }
-    for (size_t i = 0; i < n; ++i) {
-      const int64_t len = static_cast<int64_t>(ids[i].size()) - 1;  // pieces, at positions 1..len
-      torch::Tensor v;
-      if (o.from_input) {
-        v = table.index_select(0, torch::tensor(std::vector<int64_t>(ids[i].begin() + 1, ids[i].end()))).mean(0);
-      } else {
-        auto rows = states[static_cast<int64_t>(i)].slice(0, 1, len + 1);  // (len,C)
-        if (o.pool == Pool::kMean) {
-          v = rows.mean(0);
-        } else if (o.pool == Pool::kLast) {
-          v = rows[len - 1];
-        } else {  // SGPT's position-weighted mean: weight i / sum(1..len) for the i-th piece
-          auto w = torch::arange(1, len + 1, torch::kFloat64);
-          v = (rows * (w / w.sum()).unsqueeze(1)).sum(0);
-        }
+    std::vector<int64_t> lengths(n);  // pieces, at positions 1..len
+    for (size_t i = 0; i < n; ++i) lengths[i] = static_cast<int64_t>(ids[i].size()) - 1;
+    if (o.from_input) {
+      for (size_t i = 0; i < n; ++i) {
+        vectors[static_cast<int64_t>(from + i)] =
+            table.index_select(0, torch::tensor(std::vector<int64_t>(ids[i].begin() + 1, ids[i].end()))).mean(0);
       }
-      vectors[static_cast<int64_t>(from + i)] = v;
+    } else {
+      vectors.narrow(0, static_cast<int64_t>(from), static_cast<int64_t>(n)).copy_(model::pool_states(states, lengths, o.pool));
     }
     if (progress) progress(from + n, texts.size());
   }

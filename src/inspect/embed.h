@@ -14,11 +14,12 @@
 #include <vector>
 
 #include "model/gpt.h"
+#include "model/pool.h"
 #include "tokenizer/tokenizer.h"
 
 namespace lm::inspect {
 
-enum class Pool { kMean, kWeighted, kLast };
+using Pool = model::Pool;  ///< mean | weighted | last (model/pool.h)
 
 struct EmbedOptions {
   Pool pool = Pool::kMean;

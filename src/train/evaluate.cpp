@@ -58,15 +58,16 @@ EvalResult evaluate(model::GptImpl& model, const data::TokenFile& file, int64_t 
 
 namespace lm::train {
 
-Validation validate(model::GptImpl& model, const data::TokenFile& val, const TrainConfig& cfg,
-                    checkpoint::TrainerState& state, dist::Group* group, const torch::Tensor& bytes_per_id) {
+Validation judge_validation(double loss, double bits_per_byte, const TrainConfig& cfg, checkpoint::TrainerState& state,
+                            const std::string& what) {
   Validation v;
-  const EvalResult r = evaluate(model, val, cfg.batch_size, cfg.eval_batches, group, nullptr, bytes_per_id);
-  v.loss = state.last_val_loss = r.loss;
-  v.bits_per_byte = state.last_val_bpb = r.bits_per_byte;
+  v.loss = state.last_val_loss = loss;
+  v.bits_per_byte = state.last_val_bpb = bits_per_byte;
   v.improved = !(state.best_val_loss - 1e-6 <= v.loss);  // also true while best is NaN (no validation yet)
-  spdlog::info("eval step {} | val loss {:.4f} | val ppl {:.2f} | {:.4f} bits/byte ({} batches){}", state.step, v.loss,
-               std::exp(v.loss), v.bits_per_byte, cfg.eval_batches, v.improved ? " | best so far" : "");
+  const std::string bpb = std::isnan(bits_per_byte) ? std::string() : fmt::format(" | {:.4f} bits/byte", bits_per_byte);
+  spdlog::info("eval step {} | {} {:.4f}{}{} ({} batches){}", state.step, what, v.loss,
+               what == "val loss" ? fmt::format(" | val ppl {:.2f}", std::exp(v.loss)) : std::string(), bpb,
+               cfg.eval_batches, v.improved ? " | best so far" : "");
   if (v.improved) {
     state.best_val_loss = v.loss;
     state.evals_without_improvement = 0;
@@ -75,6 +76,12 @@ Validation validate(model::GptImpl& model, const data::TokenFile& val, const Tra
     v.stop = state.early_stopped = true;
   }
   return v;
+}
+
+Validation validate(model::GptImpl& model, const data::TokenFile& val, const TrainConfig& cfg,
+                    checkpoint::TrainerState& state, dist::Group* group, const torch::Tensor& bytes_per_id) {
+  const EvalResult r = evaluate(model, val, cfg.batch_size, cfg.eval_batches, group, nullptr, bytes_per_id);
+  return judge_validation(r.loss, r.bits_per_byte, cfg, state, "val loss");
 }
 
 }  // namespace lm::train

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <string>
 
 #include "checkpoint/checkpoint.h"
 #include "data/token_file.h"
@@ -46,6 +47,11 @@ struct Validation {
 /// The periodic validation after step state.step: evaluates, logs the result, and updates the state's
 /// last and best loss, its patience counter and early_stopped. Improvement means lower than the best by
 /// more than float32 round-off of a mean loss (1e-6 nats).
+/// The bookkeeping of a periodic validation that measured `loss` (and bits per byte, or NaN): logs it as
+/// `what`, updates the state's last and best loss, its patience counter and early_stopped.
+Validation judge_validation(double loss, double bits_per_byte, const TrainConfig& cfg, checkpoint::TrainerState& state,
+                            const std::string& what);
+
 Validation validate(model::GptImpl& model, const data::TokenFile& val, const TrainConfig& cfg,
                     checkpoint::TrainerState& state, dist::Group* group = nullptr,
                     const torch::Tensor& bytes_per_id = {});

@@ -82,6 +82,22 @@ NewRowsInit parse_new_rows_init(std::string_view s) {
   throw ConfigError("[finetune] new_rows_init: expected pieces | mean | normal, got '" + std::string(s) + "'");
 }
 
+Objective parse_objective(std::string_view s) {
+  if (s == "next_token") return Objective::kNextToken;
+  if (s == "contrastive") return Objective::kContrastive;
+  throw ConfigError("[finetune] objective: expected next_token | contrastive, got '" + std::string(s) + "'");
+}
+
+std::string to_string(Objective o) { return o == Objective::kNextToken ? "next_token" : "contrastive"; }
+
+Positives parse_positives(std::string_view s) {
+  if (s == "none") return Positives::kNone;
+  if (s == "next_line") return Positives::kNextLine;
+  throw ConfigError("[finetune] positives: expected none | next_line, got '" + std::string(s) + "'");
+}
+
+std::string to_string(Positives p) { return p == Positives::kNone ? "none" : "next_line"; }
+
 std::string to_string(NewRowsInit i) {
   return i == NewRowsInit::kPieces ? "pieces" : i == NewRowsInit::kMean ? "mean" : "normal";
 }

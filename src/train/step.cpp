@@ -2,9 +2,11 @@
 
 #include <spdlog/spdlog.h>
 
+#include <limits>
 #include <string>
 
 #include "util/errors.h"
+#include "util/faults.h"
 
 namespace lm::train {
 
@@ -20,6 +22,24 @@ double accumulate_gradients(model::GptImpl& model, data::Batcher& batcher, int64
     mean_loss += loss.item<double>() / static_cast<double>(accum);
   }
   return mean_loss;
+}
+
+double inject_faults(std::vector<torch::Tensor>& params, int64_t step, int rank, double loss) {
+  if (util::fault_hooks().nan_at(step, rank)) {  // several ranks: the NaN loss reaches every rank through the agreement
+    for (auto& p : params) {
+      if (p.grad().defined()) p.grad().fill_(std::numeric_limits<float>::quiet_NaN());
+    }
+    loss = std::numeric_limits<double>::quiet_NaN();
+  }
+  if (util::fault_hooks().inf_grad_at(step)) {
+    for (auto& p : params) {
+      if (p.grad().defined()) {
+        p.grad().view(-1)[0].fill_(std::numeric_limits<float>::infinity());
+        break;
+      }
+    }
+  }
+  return loss;
 }
 
 void skip_or_stop(double loss, double grad_norm, int64_t step, const TrainConfig& cfg, int64_t& consecutive_skips,

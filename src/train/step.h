@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <vector>
 
 #include "data/batcher.h"
 #include "model/gpt.h"
@@ -18,6 +19,11 @@ namespace lm::train {
 /// Returns the mean loss.
 double accumulate_gradients(model::GptImpl& model, data::Batcher& batcher, int64_t accum,
                             const std::function<void()>& before_last = {});
+
+/// Test builds (util/faults.h), after the backward pass of step `step`: a NaN fault poisons the loss and every
+/// gradient (what a diverged step looks like; returns NaN), an Inf fault sets one gradient element to Inf
+/// (the loss stays finite). Returns `loss` otherwise.
+double inject_faults(std::vector<torch::Tensor>& params, int64_t step, int rank, double loss);
 
 /// A non-finite loss or gradient norm at step `step` (no update was made): throws NonFiniteError, naming
 /// `last_ckpt`, under on_nonfinite stop or after cfg.max_skips skips in a row; else counts the skip in

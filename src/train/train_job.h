@@ -16,6 +16,7 @@
 #include "tokenizer/corpus_text.h"
 #include "tokenizer/extend.h"
 #include "tokenizer/tokenizer_config.h"
+#include "train/contrastive.h"
 #include "train/finetune_config.h"
 #include "train/run_config.h"
 #include "train/train_config.h"
@@ -72,6 +73,9 @@ struct TrainJob {
   /// finetune.freeze_embeddings old: the token table's rows of the checkpoint's own pieces keep their values
   /// (their gradient rows are zeroed before each update) until unfreeze_after, when it is > 0.
   bool freeze_old_rows = false;
+  /// finetune.objective contrastive: the steps minimise InfoNCE over these pairs instead of the next-token
+  /// loss, and validation measures it on the held-out pairs (train/contrastive.h).
+  std::optional<ContrastiveSpec> contrastive;
   /// Called every `report_every` steps (kPeriodic) and after the final validation (kFinal).
   std::function<void(model::GptImpl& model, int64_t step, ReportKind kind)> on_report;
   int64_t report_every = 0;

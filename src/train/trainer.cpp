@@ -12,6 +12,7 @@
 #include "data/split.h"
 #include "model/gpt.h"
 #include "model/make_ops.h"
+#include "train/contrastive.h"
 #include "train/data_parallel.h"
 #include "train/evaluate.h"
 #include "train/finetune.h"
@@ -60,6 +61,10 @@ class Trainer {
         first_step_(state_.step),
         batcher_(data_.train, job.train.batch_size, model_->config().max_seq_len, job.run.seed, dp_.rank(),
                  dp_.world_size()),
+        contrastive_(job.contrastive ? std::make_unique<Contrastive>(*job.contrastive, data_.tokenizer,
+                                                                     model_->config().max_seq_len, job.train.batch_size,
+                                                                     job.run.seed, dp_.rank(), dp_.world_size())
+                                     : nullptr),
         params_(groups_.all()),
         metrics_(dp_.is_root() ? job.run_dir() / "metrics.jsonl" : fs::path(), state_.step),
         progress_(dp_.is_root()),
@@ -68,7 +73,8 @@ class Trainer {
     freezer_.start(*model_, first_step_);  // after any resume load: these are the values to prove
     log_model_summary(*model_, groups_, job_, dp_.world_size(), plan);
     spdlog::info("data: train {} tokens, val {} tokens", data_.train.size(), data_.val.size());
-    batcher_.set_cursor(state_.data_cursor);
+    contrastive_ ? contrastive_->set_cursor(state_.data_cursor) : batcher_.set_cursor(state_.data_cursor);
+    if (contrastive_) spdlog::info("{}", contrastive_->describe());
     run_start_ = window_start_ = Clock::now();  // tokens/s counts the steps only
   }
 
@@ -96,23 +102,16 @@ class Trainer {
 
  private:
   bool due(int64_t every) const { return every > 0 && state_.step % every == 0; }
+  uint64_t cursor() const { return contrastive_ ? contrastive_->cursor() : batcher_.cursor(); }
 
   // Forward and backward over grad_accum micro-batches, gradients averaged over ranks, clip, then AdamW;
   // for a non-finite loss or gradient norm (on any rank) no update is made (on_nonfinite: skip) or the run
   // stops (stop), on every rank alike.
   std::pair<double, double> optimizer_step() {
-    double local = accumulate_gradients(*model_, batcher_, job_.train.grad_accum, [this] { dp_.before_last_backward(); });
-    if (util::fault_hooks().nan_at(state_.step + 1, dp_.rank())) {
-      local = poison_gradients();  // several ranks: the NaN loss reaches every rank through the agreement
-    }
-    if (util::fault_hooks().inf_grad_at(state_.step + 1)) {  // test builds: one Inf gradient, the loss stays finite
-      for (auto& p : params_) {
-        if (p.grad().defined()) {
-          p.grad().view(-1)[0].fill_(std::numeric_limits<float>::infinity());
-          break;
-        }
-      }
-    }
+    const std::function<void()> before_last = [this] { dp_.before_last_backward(); };
+    double local = contrastive_ ? contrastive_->accumulate(*model_, job_.train.grad_accum, before_last)
+                                : accumulate_gradients(*model_, batcher_, job_.train.grad_accum, before_last);
+    local = inject_faults(params_, state_.step + 1, dp_.rank(), local);  // test builds only
     const StepAgreement agreed = dp_.after_backward(local);
     freezer_.mask_gradients(*model_);  // finetune.freeze_embeddings old: the old rows get no update
     const double loss = agreed.loss;
@@ -131,21 +130,13 @@ class Trainer {
     return {loss, grad_norm};
   }
 
-  // Test builds (util/faults.h): what a diverged step looks like, NaN in the loss and every gradient.
-  double poison_gradients() {
-    for (auto& p : params_) {
-      if (p.grad().defined()) p.grad().fill_(std::numeric_limits<float>::quiet_NaN());
-    }
-    return std::numeric_limits<double>::quiet_NaN();
-  }
-
   // Counts the step, redraws the progress line, and every log_every steps (and at the last) logs the mean
   // loss of the window and appends it to metrics.jsonl.
   void record_step(double loss, double lr, double grad_norm) {
     const int64_t tokens_per_step = dp_.world_size() * job_.train.batch_size * job_.train.grad_accum * model_->config().max_seq_len;
     state_.step += 1;
     state_.tokens_seen += tokens_per_step;
-    state_.data_cursor = batcher_.cursor();
+    state_.data_cursor = cursor();
     if (std::isfinite(loss)) {  // a skipped step's NaN stays out of the printed average
       state_.log_window_loss_sum += loss;
       ++state_.log_window_steps;
@@ -178,7 +169,9 @@ class Trainer {
   // Periodic validation; a new best is saved as RUN/best (a failed save is logged, not fatal).
   // Returns true when early stopping ends the run.
   bool validate_and_keep_best() {
-    const Validation v = validate(*model_, data_.val, job_.train, state_, dp_.group(), bytes_per_id_);
+    const Validation v = contrastive_ ? judge_validation(contrastive_->val_loss(*model_, job_.train.eval_batches), NAN,
+                                                         job_.train, state_, "contrastive val loss")
+                                      : validate(*model_, data_.val, job_.train, state_, dp_.group(), bytes_per_id_);
     metrics_.val(state_.step, v.loss, /*full=*/false, v.bits_per_byte);
     if (v.improved && dp_.is_root()) {  // not waited for by the other ranks: `best` is no resume point
       try {
@@ -192,7 +185,7 @@ class Trainer {
   }
 
   fs::path save(const std::string& name, Latest latest) {
-    state_.data_cursor = batcher_.cursor();
+    state_.data_cursor = cursor();
     state_.world_size = dp_.world_size();
     state_.torch_rng_state = checkpoint::torch_rng_state_hex();
     state_.precision = util::precision_name(model_->ops()->dtype());
@@ -249,8 +242,6 @@ class Trainer {
     result.steps = state_.step;
     result.early_stopped = early_stopped;
     const auto t0 = Clock::now();
-    spdlog::info("final validation over all {} windows of {} ...",
-                 data::eval_window_count(data_.val, model_->config().max_seq_len), data_.paths.val_bin.string());
     // One process stops between batches on a signal; ranks of a multi-process run finish it together.
     std::function<bool()> stop;
     if (!dp_.active()) {
@@ -259,7 +250,7 @@ class Trainer {
         return util::stop_signal() != 0;
       };
     }
-    const EvalResult r = evaluate(*model_, data_.val, job_.train.batch_size, 0, dp_.group(), stop, bytes_per_id_);
+    const EvalResult r = final_validation(stop);
     if (const int sig = util::stop_signal(); sig != 0 && !dp_.active()) {
       save_step_checkpoint(SaveFailure::kFatal);  // the trained weights first; the checkpoint records no final validation
       throw Interrupted(util::exit_code_for_signal(sig),
@@ -270,13 +261,27 @@ class Trainer {
     state_.last_val_loss = result.final_val_loss = r.loss;
     state_.last_val_bpb = result.final_val_bpb = r.bits_per_byte;
     metrics_.val(state_.step, r.loss, /*full=*/true, r.bits_per_byte);
-    spdlog::info("final validation: loss {:.4f} nats/token, perplexity {:.2f}, {:.4f} bits/byte ({:.1f}s)", r.loss,
-                 std::exp(r.loss), r.bits_per_byte, seconds_since(t0));
+    if (contrastive_) spdlog::info("final validation: contrastive loss {:.4f} ({:.1f}s)", r.loss, seconds_since(t0));
+    if (!contrastive_) {
+      spdlog::info("final validation: loss {:.4f} nats/token, perplexity {:.2f}, {:.4f} bits/byte ({:.1f}s)", r.loss,
+                   std::exp(r.loss), r.bits_per_byte, seconds_since(t0));
+    }
     save_step_checkpoint(SaveFailure::kFatal);
     result.checkpoint = last_ckpt_;
     freezer_.check_unchanged(*model_);
     if (job_.on_report) report(ReportKind::kFinal);
     return result;
+  }
+
+  // Over the whole held-out data: the val file's windows (next-token), or every held-out pair (contrastive).
+  EvalResult final_validation(const std::function<bool()>& stop) {
+    if (contrastive_) {
+      spdlog::info("final validation over all {} held-out pairs ...", contrastive_->val_pairs().size());
+      return {contrastive_->val_loss(*model_, 0), NAN};
+    }
+    spdlog::info("final validation over all {} windows of {} ...",
+                 data::eval_window_count(data_.val, model_->config().max_seq_len), data_.paths.val_bin.string());
+    return evaluate(*model_, data_.val, job_.train.batch_size, 0, dp_.group(), stop, bytes_per_id_);
   }
 
   const TrainJob& job_;
@@ -290,6 +295,7 @@ class Trainer {
   DataParallel dp_;
   const int64_t first_step_;  ///< steps done before this process started
   data::Batcher batcher_;
+  std::unique_ptr<Contrastive> contrastive_;  ///< finetune.objective contrastive (else null: next-token steps)
   std::vector<torch::Tensor> params_;  ///< every parameter the optimizer steps, for clipping
   MetricsLog metrics_;
   ProgressLine progress_;
