@@ -105,10 +105,11 @@ TEST(Contrastive, NextLinePairsNeverCrossAFileOrABlankLine) {
   const fs::path model = dir / "t.model";
   tokenizer::train_tokenizer({data_file("tiny_en.txt")}, model, cfg, 1);
   tokenizer::Tokenizer tok(model);
-  std::ofstream(dir / "a.txt") << "the first line\nthe second line\n\nthe third line\nthe fourth line\n";
+  std::ofstream(dir / "a.txt") << "the first line\nthe second line\n\nthe third line\nthe fourth line\nan odd line\n";
   std::ofstream(dir / "b.txt") << "the fifth line\nthe sixth line\n";
   const auto pairs = train::next_line_pairs({dir / "a.txt", dir / "b.txt"}, tok, 64);
-  ASSERT_EQ(pairs.size(), 3u);  // 1-2, 3-4, 5-6: not 2-3 (blank line) nor 4-5 (another file)
+  // 1-2, 3-4, 5-6: not 2-3 (a blank line between), not the odd line with the fifth (another file)
+  ASSERT_EQ(pairs.size(), 3u);
   auto line = [&](const std::string& text) {
     std::vector<int32_t> ids{tok.eos_id()};
     for (int32_t id : tok.encode(text)) ids.push_back(id);
@@ -155,6 +156,10 @@ TEST(Contrastive, BadPairsFilesExitThreeNamingTheLine) {
   const std::vector<std::pair<std::string, std::string>> bad = {
       {"and the earth\twas without form\nno tab on this line\n", "line 2: expected `anchor<TAB>positive`"},
       {"and the earth\t \n", "line 1: expected text on both sides"},
+      {"and the earth\n", "line 1: expected `anchor<TAB>positive` (one tab), got 0 tabs"},
+      {"and the earth\twas without form\t\n", "line 1: expected `anchor<TAB>positive` (one tab), got 2 tabs"},
+      {"and the earth\twas without form\n\nand void\tand darkness\n", "line 2: expected `anchor<TAB>positive`"},
+      {"and the earth\t\n", "line 1: expected text on both sides of the tab, got an empty positive"},
       {"and the earth\twas without form\nand void\t\xff\xfe\n", ".tsv:2:"}};
   for (size_t i = 0; i < bad.size(); ++i) {
     const fs::path tsv = dir / ("bad" + std::to_string(i) + ".tsv");
@@ -191,13 +196,13 @@ TEST(Contrastive, FinetuneKeepsAFrozenTableAndEmbedUsesItsPooling) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("in-batch InfoNCE over last pooling"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("frozen tensors unchanged"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("sentence vectors: 7 held-out pairs"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("sentence vectors: 4 held-out pairs"), std::string::npos) << r.output;
   EXPECT_TRUE(torch::equal(weights(pre, "tok_emb.weight"), weights(dir / "enc", "tok_emb.weight")));
   EXPECT_FALSE(torch::equal(weights(pre, "blocks.0.attn.qkv.weight"), weights(dir / "enc", "blocks.0.attn.qkv.weight")));
   const auto j = nlohmann::json::parse(slurp(dir / "enc" / "sentence_vectors.json"));
-  EXPECT_EQ(j["pairs"].get<int>(), 7);
+  EXPECT_EQ(j["pairs"].get<int>(), 4);
   EXPECT_EQ(j["pool"].get<std::string>(), "last");
-  EXPECT_EQ(j["after"]["histogram_positive"].size(), 40u);
+  EXPECT_EQ(j["after"]["cosines_positive"].size(), 4u);
   ASSERT_TRUE(fs::is_regular_file(dir / "enc" / "forgetting.json"));
 
   const std::string text = " --text 'in the beginning' --text 'and the earth'";

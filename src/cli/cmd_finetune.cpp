@@ -160,8 +160,9 @@ class Reporter {
     std::fflush(stdout);
     nlohmann::json j = {{"new", {{"val", new_name}, {"before", new_before}, {"after", new_after}}},
                         {"original", {{"val", orig_name}, {"before", old_before}, {"after", old_after}}}};
-    util::atomic_write_file(run_dir_ / "forgetting.json", j.dump(2) + "\n");
+    // forgetting.json last: a run that has it is finished (a resume says so), its other reports written
     if (contrastive_) sentence_vectors(*start_model, model);
+    util::atomic_write_file(run_dir_ / "forgetting.json", j.dump(2) + "\n");
   }
 
   // A contrastive fine-tune: its held-out pairs' retrieval and cosines, before and after.
@@ -286,8 +287,12 @@ void add_finetune_commands(CLI::App& app) {
     auto result = train::run_training(job);
     process.finish();
     if (!process.is_root()) return;
-    std::cout << "final validation loss " << result.final_val_loss << " nats/token, " << result.final_val_bpb
-              << " bits/byte after " << result.steps
+    std::cout << "final validation loss " << result.final_val_loss;
+    if (job.contrastive) {
+      std::cout << " (InfoNCE of the held-out pairs" << (job.contrastive->lm_weight > 0 ? " + lm_weight x next-token)" : ")");
+    }
+    if (!job.contrastive) std::cout << " nats/token, " << result.final_val_bpb << " bits/byte";
+    std::cout << " after " << result.steps
               << " steps; checkpoint " << result.checkpoint.string() << "\n";
   });
 }

@@ -166,7 +166,7 @@ static std::vector<Field> finetune_fields() {
       scalar<double>("finetune.temperature", "contrastive: InfoNCE temperature (cosines are divided by it)", [](RunConfig& c) -> double& { return c.finetune.temperature; }, 1e-3, 10.0),
       text("finetune.pairs", "contrastive: training pairs, one `anchor<TAB>positive` a line", [](RunConfig& c) -> std::string& { return c.finetune.pairs; }),
       text("finetune.val_pairs", "contrastive with finetune.pairs: held-out pairs, the same format (validation and retrieval)", [](RunConfig& c) -> std::string& { return c.finetune.val_pairs; }),
-      choice<train::Positives>("finetune.positives", "contrastive without finetune.pairs: next_line (each line and the next of the same file; validation from data.val's)", [](RunConfig& c) -> train::Positives& { return c.finetune.positives; }, train::parse_positives, train::to_string),
+      choice<train::Positives>("finetune.positives", "contrastive without finetune.pairs: next_line (the lines of each data.train file two at a time, 1 with 2, 3 with 4, never across a blank line or a file; held-out pairs the same way from the validation text)", [](RunConfig& c) -> train::Positives& { return c.finetune.positives; }, train::parse_positives, train::to_string),
       scalar<double>("finetune.lm_weight", "contrastive: weight of the next-token loss on the same lines (0 = none)", [](RunConfig& c) -> double& { return c.finetune.lm_weight; }, 0.0, 100.0),
   };
 }

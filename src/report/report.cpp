@@ -124,6 +124,7 @@ ReportResult write_report(const ReportOptions& o) {
   data["positions"] = positions_section(s, data["map"]["ids"].get<std::vector<int32_t>>());
   data["drift"] = base ? drift_section(s, *base, 20) : nlohmann::json(nullptr);
   data["drift_note"] = drift_note;
+  data["sentences"] = sentences_section(s);
   data["probs"] = o.prompt.empty() ? nlohmann::json(nullptr) : probs_section(s, o.prompt, o.top_k);
   data["context"] = o.context_texts.empty() ? nlohmann::json(nullptr)
                                             : context_section(s, o.context_texts, o.context_piece, o.top_k);

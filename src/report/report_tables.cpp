@@ -19,6 +19,17 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// A JSON file `lmtrain finetune` wrote into the run directory; null when there is none or it is damaged (the
+// section then says there is none).
+nlohmann::json run_json(const fs::path& f, const std::string& what) {
+  if (!fs::is_regular_file(f)) return nullptr;
+  try {
+    return nlohmann::json::parse(util::read_file(f, what));
+  } catch (const nlohmann::json::exception&) {
+    return nullptr;
+  }
+}
+
 // The ids of the `n` most frequent pieces (ties by id); without counts, the first n ids.
 std::vector<int32_t> most_frequent(const std::vector<int64_t>& counts, int64_t vocab, int64_t n) {
   std::vector<int32_t> ids(static_cast<size_t>(vocab));
@@ -132,6 +143,10 @@ nlohmann::json frozen_proof(const Sources& s, const checkpoint::LoadedCheckpoint
 
 }  // namespace
 
+nlohmann::json sentences_section(const Sources& s) {
+  return run_json(s.run_dir / "sentence_vectors.json", "sentence-vector report");
+}
+
 nlohmann::json drift_section(const Sources& s, const checkpoint::LoadedCheckpoint& base, int top_k) {
   nlohmann::json reports = nlohmann::json::array();
   // rows a fine-tune added (new_pieces) are compared with their initial values, apart from the old rows
@@ -157,15 +172,7 @@ nlohmann::json drift_section(const Sources& s, const checkpoint::LoadedCheckpoin
   if (!s.ck.arch.tie_embeddings) {  // an untied head against the base's output projection, as `inspect drift`
     table("head.weight", base.model->output_weight(), s.ck.model->output_weight());
   }
-  nlohmann::json forgetting = nullptr;
-  const fs::path f = s.run_dir / "forgetting.json";
-  if (fs::is_regular_file(f)) {
-    try {
-      forgetting = nlohmann::json::parse(util::read_file(f, "forgetting report"));
-    } catch (const nlohmann::json::exception&) {
-      forgetting = nullptr;  // a damaged file: the section says there is none
-    }
-  }
+  const nlohmann::json forgetting = run_json(s.run_dir / "forgetting.json", "forgetting report");
   nlohmann::json counts = nlohmann::json::array();
   for (int64_t c : s.counts) counts.push_back(c);
   return {{"base", base.dir.string()},        {"base_step", base.state.step},

@@ -42,6 +42,9 @@ nlohmann::json positions_section(const Sources& s, const std::vector<int32_t>& m
 /// Per-row drift from `base`, the most moved pieces, the SHA-256 of every tensor in both, the run's
 /// forgetting.json when there is one.
 nlohmann::json drift_section(const Sources& s, const checkpoint::LoadedCheckpoint& base, int top_k);
+
+/// The run's sentence_vectors.json (a contrastive fine-tune's retrieval and cosines before and after), or null.
+nlohmann::json sentences_section(const Sources& s);
 /// The teacher-forced next-token table of `prompt` (inspect probs).
 nlohmann::json probs_section(const Sources& s, const std::string& prompt, int top_k);
 /// One piece in several texts through the depths: cosine between occurrences and the logit lens (inspect

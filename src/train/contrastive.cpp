@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "dist/group.h"
 #include "util/errors.h"
 #include "util/text.h"
 
@@ -52,11 +53,13 @@ std::vector<LinePair> read_pairs(const fs::path& tsv, const tokenizer::Tokenizer
   std::vector<LinePair> out;
   for (size_t i = 0; i < lines.size(); ++i) {
     const std::string where = "[finetune] pairs '" + tsv.string() + "' line " + std::to_string(i + 1);
-    const auto parts = util::split(lines[i], '\t');
-    if (parts.size() != 2) {
-      throw DataError(where + ": expected `anchor<TAB>positive` (one tab), got " + std::to_string(parts.size() - 1) +
+    const auto tabs = std::count(lines[i].begin(), lines[i].end(), '\t');
+    if (tabs != 1) {
+      throw DataError(where + ": expected `anchor<TAB>positive` (one tab), got " + std::to_string(tabs) +
                       " tabs. Hint: one pair a line, the two texts separated by a tab.");
     }
+    const size_t tab = lines[i].find('\t');
+    const std::string parts[2] = {lines[i].substr(0, tab), lines[i].substr(tab + 1)};
     for (size_t side = 0; side < 2; ++side) {
       if (blank(parts[side])) {
         throw DataError(where + ": expected text on both sides of the tab, got an empty " +
@@ -79,11 +82,15 @@ std::vector<LinePair> next_line_pairs(const tokenizer::CorpusFiles& files, const
   std::vector<LinePair> out;
   for (const auto& file : files) {
     const auto lines = text_lines(tokenizer::read_corpus(file, "next_line positives"));
-    std::vector<int32_t> prev;  // the previous line's ids; empty after a blank line and at a file's start
+    std::vector<int32_t> prev;  // an anchor waiting for its positive; empty after a pair, a blank line, a file's start
     for (const auto& line : lines) {
       std::vector<int32_t> ids = blank(line) ? std::vector<int32_t>() : encode_line(tok, line, max_seq_len);
-      if (!prev.empty() && !ids.empty()) out.push_back({prev, ids});
-      prev = std::move(ids);
+      if (!prev.empty() && !ids.empty()) {
+        out.push_back({std::move(prev), std::move(ids)});
+        prev.clear();  // the next pair starts after this one: no line is both an anchor and a positive
+      } else {
+        prev = std::move(ids);
+      }
     }
   }
   return out;
@@ -101,9 +108,14 @@ torch::Tensor info_nce(const torch::Tensor& a, const torch::Tensor& b, double te
 Retrieval retrieval_scores(const torch::Tensor& queries, const torch::Tensor& documents) {
   const auto q = F::normalize(queries.to(torch::kCPU, torch::kDouble), F::NormalizeFuncOptions().dim(1));
   const auto d = F::normalize(documents.to(torch::kCPU, torch::kDouble), F::NormalizeFuncOptions().dim(1));
-  const auto s = q.matmul(d.t());
-  const auto right = s.diagonal().unsqueeze(1);
-  const auto rank = (s >= right).sum(1).to(torch::kDouble);  // the right one itself counts as 1
+  std::vector<torch::Tensor> ranks;  // the right one itself counts as 1; queries 1024 at a time (N x N is large)
+  for (int64_t from = 0; from < q.size(0); from += 1024) {
+    const int64_t n = std::min<int64_t>(1024, q.size(0) - from);
+    const auto s = q.narrow(0, from, n).matmul(d.t());
+    const auto right = s.gather(1, torch::arange(from, from + n, torch::kInt64).unsqueeze(1));  // the same products
+    ranks.push_back((s >= right).sum(1).to(torch::kDouble));
+  }
+  const auto rank = torch::cat(ranks);
   Retrieval r;
   r.n = q.size(0);
   r.top1 = (rank <= 1).to(torch::kDouble).mean().item<double>();
@@ -138,13 +150,15 @@ torch::Tensor pooled_lines(model::GptImpl& m, const std::vector<const std::vecto
     lengths[static_cast<size_t>(i)] = len - 1;
     for (int64_t p = 0; p < len; ++p) x[i][p] = ids[static_cast<size_t>(p)];
     for (int64_t p = 0; p + 1 < len; ++p) y[i][p] = ids[static_cast<size_t>(p + 1)];
-    if (len < m.config().max_seq_len) y[i][len - 1] = pad;  // the line's end (unless the line was cut)
+    // the line's end; a line that fills the context may have been cut, and gets none
+    if (len < m.config().max_seq_len) y[i][len - 1] = pad;
   }
   const auto h = m.forward_hidden(idx.to(m.device()));
-  if (lm_loss) {
-    const auto logits = m.logits_of(h).to(torch::kFloat);
-    *lm_loss = F::cross_entropy(logits.reshape({-1, logits.size(2)}), targets.reshape(-1).to(m.device()),
-                                F::CrossEntropyFuncOptions().ignore_index(-100));
+  if (lm_loss) {  // the model's own loss (no (N,V) logits held whole) over the positions that have a target
+    const auto flat = targets.reshape(-1);
+    const auto at = (flat != -100).nonzero().reshape(-1).to(m.device());
+    *lm_loss = m.ops()->next_token_loss(h.reshape({-1, h.size(2)}).index_select(0, at), m.output_weight(),
+                                        flat.to(m.device()).index_select(0, at), m.config().logit_softcap);
   }
   return model::pool_states(h, lengths, pool);
 }
@@ -250,20 +264,38 @@ double Contrastive::accumulate(model::GptImpl& m, int64_t accum, const std::func
   return mean;
 }
 
-double Contrastive::val_loss(model::GptImpl& m, int64_t max_chunks) const {
+double Contrastive::val_loss(model::GptImpl& m, int64_t max_chunks, dist::Group* group) const {
   const bool was_training = m.is_training();
   m.eval();
   torch::NoGradGuard no_grad;
+  // one fixed shuffle of the held-out pairs, so that a chunk's negatives are as random as a training batch's
+  // (file order would give each anchor its neighbours, a harder task than the one trained)
+  std::vector<size_t> order(val_.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  uint64_t state = mix(0x76616c7061697273ULL);
+  for (size_t i = order.size() - 1; i > 0; --i) {
+    state = mix(state);
+    std::swap(order[i], order[state % (i + 1)]);
+  }
+  // whole chunks of B (InfoNCE's scale depends on the chunk's size), or the one smaller chunk there is;
+  // rank r of W takes chunks r, r+W, ... and the ranks add up their sums
+  int64_t total = std::max<int64_t>(1, static_cast<int64_t>(val_.size()) / B_);
+  if (max_chunks > 0) total = std::min(total, max_chunks);
+  const int rank = group ? group->rank() : 0, world = group ? group->size() : 1;
   double sum = 0.0;
-  int64_t chunks = 0;
-  for (size_t from = 0; from + 2 <= val_.size() && (max_chunks <= 0 || chunks < max_chunks); from += static_cast<size_t>(B_)) {
+  for (int64_t c = rank; c < total; c += world) {
     std::vector<const LinePair*> pairs;
-    for (size_t i = from; i < std::min(val_.size(), from + static_cast<size_t>(B_)); ++i) pairs.push_back(&val_[i]);
+    const size_t from = static_cast<size_t>(c * B_);
+    for (size_t i = from; i < std::min(val_.size(), from + static_cast<size_t>(B_)); ++i) pairs.push_back(&val_[order[i]]);
     sum += micro_loss(m, pairs, /*backward=*/false, 1.0);
-    ++chunks;
   }
   m.train(was_training);
-  return sum / static_cast<double>(chunks);
+  if (group) {
+    auto t = torch::tensor({sum}, torch::kFloat64);
+    group->allreduce_sum(t);
+    sum = t[0].item<double>();
+  }
+  return sum / static_cast<double>(total);
 }
 
 }  // namespace lm::train

@@ -18,6 +18,10 @@
 #include "tokenizer/corpus_text.h"
 #include "tokenizer/tokenizer.h"
 
+namespace lm::dist {
+class Group;
+}
+
 namespace lm::train {
 
 /// Two lines as the model reads them: the implied line start, then the pieces, cut to the context.
@@ -30,8 +34,10 @@ struct LinePair {
 /// side that encodes to no piece; and for a file with no pair.
 std::vector<LinePair> read_pairs(const std::filesystem::path& tsv, const tokenizer::Tokenizer& tok, int64_t max_seq_len);
 
-/// next_line positives: each non-blank line of a file with the next line of the same file, when that is
-/// non-blank too (a blank line ends a paragraph; a file's last line has no positive: pairs never cross files).
+/// next_line positives: the non-blank lines of a file taken two at a time, each with the line after it (lines
+/// 1-2, 3-4, ...), so that no line is both an anchor and a positive (an anchor would meet itself among the
+/// positives). A blank line ends a run (a paragraph) and the pairing starts again after it; pairs never cross
+/// files, and a run's odd last line is left out.
 std::vector<LinePair> next_line_pairs(const tokenizer::CorpusFiles& files, const tokenizer::Tokenizer& tok,
                                       int64_t max_seq_len);
 
@@ -41,7 +47,8 @@ std::vector<LinePair> next_line_pairs(const tokenizer::CorpusFiles& files, const
 torch::Tensor info_nce(const torch::Tensor& a, const torch::Tensor& b, double temperature);
 
 /// Retrieval of documents (N,C) by queries (N,C), query i's right document being document i, ranked by
-/// cosine; ties count against the query (scripts/retrieval_score.py computes the same).
+/// cosine; ties count against the query (scripts/retrieval_score.py computes the same). Queries are scored
+/// 1,024 at a time.
 struct Retrieval {
   int64_t n = 0;
   double top1 = 0, top10 = 0, mrr = 0;
@@ -83,9 +90,10 @@ class Contrastive {
   double accumulate(model::GptImpl& m, int64_t accum, const std::function<void()>& before_last);
   uint64_t cursor() const { return cursor_; }
   void set_cursor(uint64_t k) { cursor_ = k; }
-  /// Mean InfoNCE (plus lm_weight x next-token loss) of the held-out pairs in chunks of B in file order, up to
-  /// `max_chunks` (0 = all; a last chunk of fewer than 2 pairs is left out). Eval mode, no gradients.
-  double val_loss(model::GptImpl& m, int64_t max_chunks) const;
+  /// Mean InfoNCE (plus lm_weight x next-token loss) of the held-out pairs in whole chunks of B of one fixed
+  /// shuffle (or all of them as one chunk when there are fewer than B), up to `max_chunks` (0 = all). Eval
+  /// mode, no gradients. With a `group`, each rank evaluates its share and all return the same total.
+  double val_loss(model::GptImpl& m, int64_t max_chunks, dist::Group* group = nullptr) const;
   const std::vector<LinePair>& train_pairs() const { return train_; }
   const std::vector<LinePair>& val_pairs() const { return val_; }
   std::string describe() const;

@@ -1,6 +1,5 @@
 #include "train/contrastive_report.h"
 
-#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -8,15 +7,12 @@ namespace lm::train {
 
 namespace {
 
-nlohmann::json cosine_histogram(const torch::Tensor& cosines) {
-  std::vector<int64_t> counts(kCosineBins, 0);
+// Cosines to 4 decimals (the report's histograms).
+nlohmann::json rounded(const torch::Tensor& cosines) {
+  std::vector<double> out;
   const auto c = cosines.to(torch::kDouble).contiguous();
-  const double* p = c.data_ptr<double>();
-  for (int64_t i = 0; i < c.numel(); ++i) {
-    const int bin = static_cast<int>(std::floor((p[i] + 1.0) / 2.0 * kCosineBins));
-    ++counts[static_cast<size_t>(std::clamp(bin, 0, kCosineBins - 1))];  // a cosine of exactly 1 is in the last bin
-  }
-  return counts;
+  for (int64_t i = 0; i < c.numel(); ++i) out.push_back(std::round(c.data_ptr<double>()[i] * 1e4) / 1e4);
+  return out;
 }
 
 nlohmann::json side(model::GptImpl& m, const std::vector<LinePair>& pairs, const ContrastiveSpec& spec, int32_t pad,
@@ -28,10 +24,10 @@ nlohmann::json side(model::GptImpl& m, const std::vector<LinePair>& pairs, const
   const auto bn = F::normalize(b.to(torch::kDouble), F::NormalizeFuncOptions().dim(1));
   const int64_t n = a.size(0);
   const auto positive = (an * bn).sum(1);
-  const auto random = (an * bn.roll(n / 2, 0)).sum(1);
+  const auto random = (an * bn.roll(-(n / 2), 0)).sum(1);  // positive (i + N/2) mod N;
   return {{"top1", r.top1}, {"top10", r.top10}, {"mrr", r.mrr},
           {"mean_cosine_positive", positive.mean().item<double>()}, {"mean_cosine_random", random.mean().item<double>()},
-          {"histogram_positive", cosine_histogram(positive)}, {"histogram_random", cosine_histogram(random)}};
+          {"cosines_positive", rounded(positive)}, {"cosines_random", rounded(random)}};
 }
 
 }  // namespace
@@ -45,7 +41,6 @@ nlohmann::json sentence_vector_report(model::GptImpl& before, model::GptImpl& af
                       {"pool", model::to_string(spec.pool)},
                       {"temperature", spec.temperature},
                       {"lm_weight", spec.lm_weight},
-                      {"bins", kCosineBins},
                       {"before", side(before, pairs, spec, pad, batch)},
                       {"after", side(after, pairs, spec, pad, batch)},
                       {"chance", {{"top1", chance.top1}, {"top10", chance.top10}, {"mrr", chance.mrr}}}};

@@ -8,14 +8,11 @@
 
 namespace lm::train {
 
-/// Retrieval (each anchor's positive among all N held-out positives: top-1, top-10, MRR) and the cosine
-/// histograms of positive pairs and of random pairs (anchor i with positive (i + N/2) mod N), for the model
+/// Retrieval (each anchor's positive among all N held-out positives: top-1, top-10, MRR) and the cosines of
+/// positive pairs and of random pairs (anchor i with positive (i + N/2) mod N), for the model
 /// `before` and `after` the fine-tune, with what chance scores. Prints the table to stdout and returns it as
 /// JSON (RUN/sentence_vectors.json; the report's "Sentence vectors" section reads it).
 nlohmann::json sentence_vector_report(model::GptImpl& before, model::GptImpl& after, const std::vector<LinePair>& pairs,
                                       const ContrastiveSpec& spec, int32_t pad, int64_t batch);
-
-/// Bins of the cosine histograms: kCosineBins equal bins over [-1, 1].
-inline constexpr int kCosineBins = 40;
 
 }  // namespace lm::train

@@ -44,14 +44,14 @@ struct Validation {
   bool stop = false;      ///< cfg.early_stopping_patience validations in a row without improvement
 };
 
-/// The periodic validation after step state.step: evaluates, logs the result, and updates the state's
-/// last and best loss, its patience counter and early_stopped. Improvement means lower than the best by
-/// more than float32 round-off of a mean loss (1e-6 nats).
 /// The bookkeeping of a periodic validation that measured `loss` (and bits per byte, or NaN): logs it as
 /// `what`, updates the state's last and best loss, its patience counter and early_stopped.
 Validation judge_validation(double loss, double bits_per_byte, const TrainConfig& cfg, checkpoint::TrainerState& state,
                             const std::string& what);
 
+/// The periodic validation after step state.step: evaluates, logs the result, and updates the state's
+/// last and best loss, its patience counter and early_stopped. Improvement means lower than the best by
+/// more than float32 round-off of a mean loss (1e-6 nats).
 Validation validate(model::GptImpl& model, const data::TokenFile& val, const TrainConfig& cfg,
                     checkpoint::TrainerState& state, dist::Group* group = nullptr,
                     const torch::Tensor& bytes_per_id = {});

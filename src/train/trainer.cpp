@@ -169,8 +169,8 @@ class Trainer {
   // Periodic validation; a new best is saved as RUN/best (a failed save is logged, not fatal).
   // Returns true when early stopping ends the run.
   bool validate_and_keep_best() {
-    const Validation v = contrastive_ ? judge_validation(contrastive_->val_loss(*model_, job_.train.eval_batches), NAN,
-                                                         job_.train, state_, "contrastive val loss")
+    const Validation v = contrastive_ ? judge_validation(contrastive_->val_loss(*model_, job_.train.eval_batches, dp_.group()), NAN,
+                                                         job_.train, state_, job_.contrastive->lm_weight > 0 ? "val loss (InfoNCE + lm_weight x next-token)" : "val loss (InfoNCE)")
                                       : validate(*model_, data_.val, job_.train, state_, dp_.group(), bytes_per_id_);
     metrics_.val(state_.step, v.loss, /*full=*/false, v.bits_per_byte);
     if (v.improved && dp_.is_root()) {  // not waited for by the other ranks: `best` is no resume point
@@ -277,7 +277,7 @@ class Trainer {
   EvalResult final_validation(const std::function<bool()>& stop) {
     if (contrastive_) {
       spdlog::info("final validation over all {} held-out pairs ...", contrastive_->val_pairs().size());
-      return {contrastive_->val_loss(*model_, 0), NAN};
+      return {contrastive_->val_loss(*model_, 0, dp_.group()), NAN};
     }
     spdlog::info("final validation over all {} windows of {} ...",
                  data::eval_window_count(data_.val, model_->config().max_seq_len), data_.paths.val_bin.string());

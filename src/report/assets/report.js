@@ -183,12 +183,12 @@
   }
 
   // ---- a histogram of several sets over one range: [{name, v, color}]
-  function histogram(title, sets) {
+  function histogram(title, sets, what = 'of rows have a norm in', unit = 'share of rows', range = null) {
     const W = 440, H = 250, m = { l: 46, r: 12, t: 26, b: 30 }, bins = 30;
-    const all = sets.flatMap((q) => nums(q.v));
+    const all = range || sets.flatMap((q) => nums(q.v));
     const lo = min(all), hi = max(all), width = (hi - lo) / bins || 1;
     const svg = s('svg', { cls: 'chart', width: W, height: H, viewBox: `0 0 ${W} ${H}`, 'data-chart': title });
-    s('text', { x: m.l, y: 16, cls: 'title', text: title + ' (share of rows)' }, svg);
+    s('text', { x: m.l, y: 16, cls: 'title', text: `${title} (${unit})` }, svg);
     const shares = sets.map((q) => {
       const c = new Array(bins).fill(0);
       nums(q.v).forEach((v) => { c[Math.min(bins - 1, Math.floor((v - lo) / width))]++; });
@@ -200,7 +200,7 @@
       if (f <= 0) return;
       const r = s('rect', { x: X(lo + b * width) + k * bw, y: Y(f), width: Math.max(bw - 0.5, 0.5), height: H - m.b - Y(f), fill: q.color }, svg);
       const range = `[${fmt(lo + b * width, 3)}, ${fmt(lo + (b + 1) * width, 3)})`;
-      r.addEventListener('mousemove', (ev) => showTip(ev, `${q.name}: ${(100 * f).toFixed(1)}% of rows have a norm in ${range}`));
+      r.addEventListener('mousemove', (ev) => showTip(ev, `${q.name}: ${(100 * f).toFixed(1)}% ${what} ${range}`));
       r.addEventListener('mouseleave', hideTip);
     }));
     for (const t of ticks(lo, hi, 5)) s('text', { x: X(t), y: H - m.b + 15, 'text-anchor': 'middle', text: fmt(t, 3) }, svg);
@@ -419,6 +419,26 @@
       { id: 'forgetting-table' }));
   }
 
+  function sentences() {
+    const V = D.sentences;
+    if (!V) return;
+    const sec = section('sentences', 'Sentence vectors', `A contrastive fine-tune (finetune.objective contrastive: ${V.pool} pooling, ` +
+      `temperature ${V.temperature}${V.lm_weight > 0 ? `, lm_weight ${V.lm_weight}` : ''}). Each of the ${fmt(V.pairs)} held-out pairs ` +
+      `(${V.source}) has its anchor retrieve its positive among all ${fmt(V.pairs)} by cosine; measured by lmtrain finetune at the ` +
+      'end of the run, with the starting checkpoint (before) and the result (after).');
+    const cell = (x) => (isNum(x) ? x.toFixed(4) : '\u2013');
+    sec.append(table(['', '#top-1', '#top-10', '#MRR', '#mean cosine, positive pairs', '#mean cosine, random pairs'],
+      [['before', V.before], ['after', V.after], ['chance', V.chance]].map(([k, r]) =>
+        [k, cell(r.top1), cell(r.top10), cell(r.mrr), cell(r.mean_cosine_positive), cell(r.mean_cosine_random)]), { id: 'sentences-table' }));
+    sec.append(h('p', { cls: 'note', text: 'Random pairs: anchor i with the positive of pair i + N/2. Vectors that work put the ' +
+      'positive pairs to the right of the random ones, with little overlap.' }));
+    const keys = ['before', 'after'];  // one x range for both, so that they compare by eye
+    const range = keys.flatMap((k) => nums(V[k].cosines_positive).concat(nums(V[k].cosines_random)));
+    sec.append(h('div', { cls: 'row' }, ...keys.map((k) => histogram(`cosine ${k}`,
+      [{ name: 'positive pairs', v: V[k].cosines_positive, color: '#2463eb' }, { name: 'random pairs', v: V[k].cosines_random, color: '#f08c00' }],
+      'of the pairs have a cosine in', 'share of pairs', [min(range), max(range)]))));
+  }
+
   function bars(r) {
     const cell = h('div');
     for (const a of r.top) {
@@ -463,7 +483,7 @@
     sec.append(table(['occurrence', 'depth', 'logit lens: top next pieces'], rows, { id: 'context-lens' }));
   }
 
-  for (const [name, draw] of [['summary', summary], ['curves', curves], ['map', embeddingMap], ['positions', positions], ['drift', drift], ['probs', probs], ['context', context]]) {
+  for (const [name, draw] of [['summary', summary], ['curves', curves], ['map', embeddingMap], ['positions', positions], ['drift', drift], ['sentences', sentences], ['probs', probs], ['context', context]]) {
     try {
       draw();
     } catch (e) {

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Sentence vectors from a contrastive fine-tune (finetune.objective contrastive), measured against the same
+# model before it, in one invocation; the table goes to runs/bench-encoder.md (docs/BENCHMARKS.md "Sentence
+# vectors from a contrastive fine-tune").
+# KJV: the quickstart model (runs/kjv-small) fine-tuned with configs/encoder-kjv.yaml (next_line positives of
+#   the training text), lm_weight 0 and 0.5; scored on half-verse retrieval of 1,000 validation verses
+#   (scripts/bench_embed.sh: a task it was not trained on, on lines it never saw) and on its held-out next-line
+#   pairs; forgetting is the KJV validation loss before and after.
+# Korean FAQ: runs/ko-faq fine-tuned with configs/encoder-ko-faq.yaml on question -> answer pairs; every fourth
+#   pair (in FAQ order) is held out in data/debian-faq-ko/qa-val.tsv, the rest in qa-train.tsv; scored on the
+#   held-out questions finding their answers among the held-out answers.
+# Usage: scripts/bench_encoder.sh   (makes runs/kjv-small and runs/ko-faq first when missing)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh lmtrain >/dev/null
+LM=build/lmtrain
+for c in kjv debian-faq-ko; do [ -s "data/$c/val.txt" ] || bash scripts/get_corpus.sh "$c"; done
+out=runs/encoder
+mkdir -p "$out"
+[ -f runs/kjv-small/latest ] || $LM train -c configs/kjv-small.yaml > "$out/kjv-small.log" 2>&1
+[ -f runs/ko-faq/latest ] || $LM train -c configs/ko-faq.yaml > "$out/ko-faq.log" 2>&1
+
+# the FAQ's numbered questions ("1.1. ...?") with the paragraph after each (unless that is a heading too)
+cat data/debian-faq-ko/train.txt data/debian-faq-ko/val.txt | awk -v t=data/debian-faq-ko/qa-train.tsv \
+    -v v=data/debian-faq-ko/qa-val.tsv '
+  prev != "" && $0 !~ /^[0-9]+(\.[0-9]+)+\. / && !(prev in seen) {
+    seen[prev] = 1; n++; q = prev; a = $0; gsub(/\t/, " ", q); gsub(/\t/, " ", a)
+    print q "\t" a > ((n % 4 == 0) ? v : t) }
+  { prev = ($0 ~ /^[0-9]+(\.[0-9]+)+\. .*\?$/) ? $0 : "" }'
+
+# ft NAME FROM CONFIG [overrides...]: one fine-tune into runs/encoder/NAME, its wall seconds beside it
+ft() {
+  local name=$1 from=$2 cfg=$3 start end
+  shift 3
+  start=$(date +%s.%N)
+  $LM finetune --from "$from" -c "$cfg" --overwrite --set run.dir="$out/$name" "$@" > "$out/$name.log" 2>&1 ||
+    { tail -20 "$out/$name.log"; return 1; }
+  end=$(date +%s.%N)
+  python3 -c "print($end - $start)" > "$out/$name/wall_seconds"
+}
+ft kjv-0 runs/kjv-small configs/encoder-kjv.yaml
+ft kjv-05 runs/kjv-small configs/encoder-kjv.yaml --set finetune.lm_weight=0.5
+ft ko-0 runs/ko-faq configs/encoder-ko-faq.yaml
+ft ko-05 runs/ko-faq configs/encoder-ko-faq.yaml --set finetune.lm_weight=0.5
+for c in runs/kjv-small "$out/kjv-0" "$out/kjv-05"; do
+  name=$(basename "$c")
+  BENCH_OUT="$out/hv-$name" bash scripts/bench_embed.sh --checkpoint "$c" > "$out/hv-$name.md"
+done
+
+python3 - "$out" <<'PY' | tee runs/bench-encoder.md
+import json, re, subprocess, sys
+out = sys.argv[1]
+cpu = subprocess.run("lscpu | sed -n 's/^Model name: *//p'", shell=True, capture_output=True, text=True).stdout.strip()
+flags = sorted(set(re.findall(r"\b(avx512_bf16|amx_bf16|amx_tile|avx512f|avx2)\b", open("/proc/cpuinfo").read())))
+print(f"CPU: {cpu}, {subprocess.run('nproc', capture_output=True, text=True).stdout.strip()} cores; flags: {' '.join(flags)}")
+def rows(md):  # bench_embed.sh's table: {vectors: (top1, top10, mrr)}
+    r = {}
+    for line in open(md):
+        c = [x.strip() for x in line.strip().strip("|").split("|")]
+        if len(c) == 4 and re.match(r"^[0-9.]+$", c[1]):
+            r[c[0]] = tuple(float(x) for x in c[1:])
+    return r
+def sv(name): return json.load(open(f"{out}/{name}/sentence_vectors.json"))
+def fg(name): return json.load(open(f"{out}/{name}/forgetting.json"))
+def wall(name): return float(open(f"{out}/{name}/wall_seconds").read())
+def steps(name): return int(re.search(r"after (\d+) steps", open(f"{out}/{name}.log").read()).group(1))
+base = rows(f"{out}/hv-kjv-small.md")
+best = max((v for k, v in base.items() if k != "chance"), key=lambda v: v[0])
+best_name = [k for k, v in base.items() if v == best][0]
+e0, e5 = rows(f"{out}/hv-kjv-0.md")["mean"], rows(f"{out}/hv-kjv-05.md")["mean"]
+print("\nKJV: half-verse retrieval, 1,000 validation verses (first half finds its second half among all 1,000)")
+print("| | language model (best pooling: %s) | encoder, lm_weight 0 | encoder, lm_weight 0.5 |" % best_name)
+print("|---|---|---|---|")
+for i, m in enumerate(("top-1", "top-10", "MRR")):
+    print(f"| half-verse {m} | {best[i]:.3f} | {e0[i]:.3f} ({e0[i] / max(best[i], 1e-9):.1f}x) | {e5[i]:.3f} ({e5[i] / max(best[i], 1e-9):.1f}x) |")
+s0, s5 = sv("kjv-0"), sv("kjv-05")
+print(f"| held-out next-line pairs, top-1 among {s0['pairs']} (mean pooling) | {s0['before']['top1']:.4f} | {s0['after']['top1']:.4f} | {s5['after']['top1']:.4f} |")
+f0, f5 = fg("kjv-0"), fg("kjv-05")
+print(f"| KJV validation loss, nats/token (forgetting) | {f0['original']['before']:.4f} | {f0['original']['after']:.4f} | {f5['original']['after']:.4f} |")
+print(f"| fine-tune: steps, wall seconds (reports included) | | {steps('kjv-0')}, {wall('kjv-0'):.0f} s | {steps('kjv-05')}, {wall('kjv-05'):.0f} s |")
+print(f"| chance (half-verse top-1) | {base['chance'][0]:.3f} | | |")
+k0, k5 = sv("ko-0"), sv("ko-05")
+print(f"\nKorean FAQ: {k0['pairs']} held-out questions find their answers among the {k0['pairs']} held-out answers (trained on the other pairs)")
+print("| | language model (mean pooling) | encoder, lm_weight 0 | encoder, lm_weight 0.5 |")
+print("|---|---|---|---|")
+for key, m in (("top1", "top-1"), ("top10", "top-10"), ("mrr", "MRR")):
+    b = k0["before"][key]
+    print(f"| {m} | {b:.3f} | {k0['after'][key]:.3f} ({k0['after'][key] / max(b, 1e-9):.1f}x) | {k5['after'][key]:.3f} ({k5['after'][key] / max(b, 1e-9):.1f}x) |")
+g0, g5 = fg("ko-0"), fg("ko-05")
+print(f"| FAQ validation loss, nats/token (forgetting) | {g0['original']['before']:.4f} | {g0['original']['after']:.4f} | {g5['original']['after']:.4f} |")
+print(f"| mean cosine, positive / random pairs | {k0['before']['mean_cosine_positive']:.3f} / {k0['before']['mean_cosine_random']:.3f} | {k0['after']['mean_cosine_positive']:.3f} / {k0['after']['mean_cosine_random']:.3f} | {k5['after']['mean_cosine_positive']:.3f} / {k5['after']['mean_cosine_random']:.3f} |")
+print(f"| fine-tune: steps, wall seconds (reports included) | | {steps('ko-0')}, {wall('ko-0'):.0f} s | {steps('ko-05')}, {wall('ko-05'):.0f} s |")
+print(f"| chance (top-1) | {k0['chance']['top1']:.3f} | | |")
+PY
