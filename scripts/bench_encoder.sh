@@ -9,13 +9,16 @@
 # Korean FAQ: runs/ko-faq fine-tuned with configs/encoder-ko-faq.yaml on question -> answer pairs; every fourth
 #   pair (in FAQ order) is held out in data/debian-faq-ko/qa-val.tsv, the rest in qa-train.tsv; scored on the
 #   held-out questions finding their answers among the held-out answers.
-# Usage: scripts/bench_encoder.sh   (makes runs/kjv-small and runs/ko-faq first when missing)
+# A lexical reference row: TF-IDF cosine of the same half-verses (words, idf over the 2,000 halves).
+# Usage: scripts/bench_encoder.sh [--summary]   (makes runs/kjv-small and runs/ko-faq first when missing;
+#   --summary prints the table again from the runs already made)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+out=runs/encoder
+if [ "${1:-}" != "--summary" ]; then
 bash scripts/setup.sh lmtrain >/dev/null
 LM=build/lmtrain
 for c in kjv debian-faq-ko; do [ -s "data/$c/val.txt" ] || bash scripts/get_corpus.sh "$c"; done
-out=runs/encoder
 mkdir -p "$out"
 [ -f runs/kjv-small/latest ] || $LM train -c configs/kjv-small.yaml > "$out/kjv-small.log" 2>&1
 [ -f runs/ko-faq/latest ] || $LM train -c configs/ko-faq.yaml > "$out/ko-faq.log" 2>&1
@@ -47,8 +50,10 @@ for c in runs/kjv-small "$out/kjv-0" "$out/kjv-05"; do
   BENCH_OUT="$out/hv-$name" bash scripts/bench_embed.sh --checkpoint "$c" > "$out/hv-$name.md"
 done
 
+fi
+
 python3 - "$out" <<'PY' | tee runs/bench-encoder.md
-import json, re, subprocess, sys
+import json, math, re, subprocess, sys
 out = sys.argv[1]
 cpu = subprocess.run("lscpu | sed -n 's/^Model name: *//p'", shell=True, capture_output=True, text=True).stdout.strip()
 flags = sorted(set(re.findall(r"\b(avx512_bf16|amx_bf16|amx_tile|avx512f|avx2)\b", open("/proc/cpuinfo").read())))
@@ -78,6 +83,24 @@ print(f"| held-out next-line pairs, top-1 among {s0['pairs']} (mean pooling) | {
 f0, f5 = fg("kjv-0"), fg("kjv-05")
 print(f"| KJV validation loss, nats/token (forgetting) | {f0['original']['before']:.4f} | {f0['original']['after']:.4f} | {f5['original']['after']:.4f} |")
 print(f"| fine-tune: steps, wall seconds (reports included) | | {steps('kjv-0')}, {wall('kjv-0'):.0f} s | {steps('kjv-05')}, {wall('kjv-05'):.0f} s |")
+q = [l.rstrip("\n") for l in open(f"{out}/hv-kjv-small/queries.txt")]
+d = [l.rstrip("\n") for l in open(f"{out}/hv-kjv-small/documents.txt")]
+words = lambda t: re.findall(r"[a-z]+", t.lower())
+df = {}
+for t in q + d:
+    for w in set(words(t)): df[w] = df.get(w, 0) + 1
+def tfidf(t):
+    v = {}
+    for w in words(t): v[w] = v.get(w, 0) + math.log(len(q + d) / df[w])
+    n = math.sqrt(sum(x * x for x in v.values())) or 1.0
+    return {w: x / n for w, x in v.items()}
+Q, D = [tfidf(t) for t in q], [tfidf(t) for t in d]
+cos = lambda a, b: sum(x * b.get(w, 0.0) for w, x in a.items())
+ranks = []
+for i, a in enumerate(Q):
+    right = cos(a, D[i])
+    ranks.append(sum(1 for b in D if cos(a, b) >= right))
+print(f"| reference: TF-IDF of the words (no model) | {sum(r <= 1 for r in ranks) / len(ranks):.3f} top-1, {sum(r <= 10 for r in ranks) / len(ranks):.3f} top-10 | | |")
 print(f"| chance (half-verse top-1) | {base['chance'][0]:.3f} | | |")
 k0, k5 = sv("ko-0"), sv("ko-05")
 print(f"\nKorean FAQ: {k0['pairs']} held-out questions find their answers among the {k0['pairs']} held-out answers (trained on the other pairs)")
