@@ -113,15 +113,21 @@ nlohmann::json data_file(const std::string& path) {
 }
 
 // The final validation: the last whole-file one in metrics.jsonl at the checkpoint's step, else the state's.
+// A contrastive fine-tune's validation loss is InfoNCE (train/contrastive.h): no perplexity, no bits per byte.
 nlohmann::json final_validation(const Sources& s, const nlohmann::json& curves) {
+  const bool contrastive = s.cfg && s.cfg->finetune.objective == train::Objective::kContrastive;
+  auto result = [&](const char* kind, const nlohmann::json& loss, const nlohmann::json& bpb) -> nlohmann::json {
+    const bool nats = !contrastive && loss.is_number();
+    return {{"kind", kind}, {"loss", loss}, {"ppl", nats ? rounded(std::exp(loss.get<double>())) : nlohmann::json(nullptr)},
+            {"bpb", contrastive ? nlohmann::json(nullptr) : bpb},
+            {"unit", contrastive ? "InfoNCE of the held-out pairs" : "nats/token"}};
+  };
   const auto& full = curves["full"];
   for (size_t i = full["step"].size(); i-- > 0;) {
     if (full["step"][i].get<int64_t>() != s.ck.state.step || full["loss"][i].is_null()) continue;
-    const double loss = full["loss"][i].get<double>();
-    return {{"kind", "final (whole val file)"}, {"loss", loss}, {"ppl", rounded(std::exp(loss))}, {"bpb", full["bpb"][i]}};
+    return result(contrastive ? "final (all held-out pairs)" : "final (whole val file)", full["loss"][i], full["bpb"][i]);
   }
-  const double loss = s.ck.state.last_val_loss;
-  return {{"kind", "last periodic"}, {"loss", rounded(loss)}, {"ppl", rounded(std::exp(loss))}, {"bpb", rounded(s.ck.state.last_val_bpb)}};
+  return result("last periodic", rounded(s.ck.state.last_val_loss), rounded(s.ck.state.last_val_bpb));
 }
 
 }  // namespace

@@ -216,7 +216,7 @@
   function summary() {
     const S = D.summary, P = S.params, A = S.arch, fv = S.final_val, d = S.data;
     const sec = section('summary', 'Run summary', `Checkpoint ${S.checkpoint} at step ${fmt(S.step)}; run directory ${S.run_dir}.`);
-    sec.append(h('div', { cls: 'cards' }, card(fmt(fv.loss), fv.kind + ' validation loss, nats/token'), card(fmt(fv.ppl), 'perplexity'),
+    sec.append(h('div', { cls: 'cards' }, card(fmt(fv.loss), `${fv.kind} validation loss, ${fv.unit}`), card(fmt(fv.ppl), 'perplexity'),
       card(fmt(fv.bpb), 'validation bits per byte'), card(fmt(S.tokens_seen), 'training tokens seen'),
       card(S.wall_s === null ? '\u2013' : duration(S.wall_s), 'wall time of the training processes')));
     sec.append(h('h3', { text: 'Parameters' }));
