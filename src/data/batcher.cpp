@@ -3,15 +3,17 @@
 #include "util/errors.h"
 
 namespace lm::data {
-namespace {
 
-// splitmix64 (Steele, Lea, Flood 2014): a stateless mixer, so offsets are a pure function of the index.
-uint64_t mix(uint64_t z) {
+uint64_t splitmix64(uint64_t z) {
   z += 0x9e3779b97f4a7c15ULL;
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
   return z ^ (z >> 31);
 }
+
+namespace {
+
+uint64_t mix(uint64_t z) { return splitmix64(z); }
 
 Batch gather_windows(const TokenFile& file, int64_t T, const std::vector<uint64_t>& starts) {
   const int64_t B = static_cast<int64_t>(starts.size());

@@ -40,6 +40,10 @@ class Batcher {
   uint64_t cursor_ = 0;
 };
 
+/// splitmix64 (Steele, Lea, Flood 2014): a stateless mixer, so a draw is a pure function of its index (the
+/// batcher's window offsets, the contrastive objective's shuffles).
+uint64_t splitmix64(uint64_t z);
+
 /// Number of non-overlapping evaluation windows of T+1 tokens (stride T) in a file.
 int64_t eval_window_count(const TokenFile& file, int64_t seq_len);
 

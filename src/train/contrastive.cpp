@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "data/batcher.h"
 #include "dist/group.h"
 #include "util/errors.h"
 #include "util/text.h"
@@ -37,13 +38,7 @@ std::vector<std::string> text_lines(const std::string& text) {
 
 bool blank(const std::string& s) { return s.find_first_not_of(" \t") == std::string::npos; }
 
-// splitmix64 (Steele, Lea, Flood 2014), the batcher's mixer: the shuffle of an epoch depends on (seed, epoch).
-uint64_t mix(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ULL;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
+uint64_t mix(uint64_t z) { return data::splitmix64(z); }  // the batcher's mixer
 
 }  // namespace
 
