@@ -185,6 +185,21 @@ TEST(Contrastive, BadPairsFilesExitThreeNamingTheLine) {
   EXPECT_NE(r.output.find("finetune.val_pairs: expected held-out pairs"), std::string::npos) << r.output;
   r = run_lmtrain(contrastive_args(dir, pre, "nt", "--set finetune.objective=next_token"));
   EXPECT_EQ(r.exit_code, 2) << r.output;
+
+  // a resume whose pairs file changed is refused (exit 4) before it trains
+  std::ofstream(dir / "train.tsv") << "in the beginning\tgod created\nthe heaven\tand the earth\nand the earth\twas "
+                                      "without form\nand void\tand darkness\n";
+  RunSpec spec{"pairs", 3, "tiny_en.txt", "tiny_en_val.txt", "", "",
+               "batch_size: 2, max_steps: 3, warmup_steps: 1, eval_every: 0",
+               "checkpoint: {every: 1, keep_last: 5}\nfinetune: {objective: contrastive, pairs: " +
+                   (dir / "train.tsv").string() + ", val_pairs: " + (dir / "good.tsv").string() + "}\n"};
+  const std::string args = "finetune --from " + pre.string() + " -c " + write_run_config(dir, spec).string();
+  r = run_lmtrain(args);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::ofstream(dir / "train.tsv", std::ios::app) << "and god said\tlet there be light\n";
+  r = run_lmtrain(args + " --resume " + (dir / "pairs" / checkpoint::step_name(2)).string());
+  EXPECT_EQ(r.exit_code, 4) << r.output;
+  EXPECT_NE(r.output.find("finetune pairs"), std::string::npos) << r.output;
 }
 
 // A contrastive fine-tune with the token table frozen: the table bit-identical, the report's before/after

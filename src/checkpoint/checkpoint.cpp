@@ -25,7 +25,7 @@ using json = nlohmann::json;
 
 // A member added to TrainerState or DataIdentity changes its size: list it in visit_state_fields or
 // visit_identity_fields (checkpoint.h), then update these.
-static_assert(sizeof(DataIdentity) == 3 * sizeof(std::string) + 2 * sizeof(uint64_t),
+static_assert(sizeof(DataIdentity) == 4 * sizeof(std::string) + 2 * sizeof(uint64_t),
               "DataIdentity changed: list the new field in visit_identity_fields");
 static_assert(sizeof(TrainerState) == 12 * sizeof(int64_t) + 3 * sizeof(std::string) + sizeof(DataIdentity),
               "TrainerState changed: list the new field in visit_state_fields");

@@ -40,6 +40,9 @@ struct DataIdentity {
   std::string train_source_sha256;  ///< SHA-256 of the training text
   std::string val_source_sha256;    ///< SHA-256 of the validation text
   uint64_t train_tokens = 0, val_tokens = 0;
+  /// A contrastive fine-tune's pairs: "next_line", or the SHA-256 of its pairs and val_pairs files' SHA-256s;
+  /// "" for next-token training.
+  std::string pairs = "";
 };
 
 /// Training progress saved with each checkpoint: everything an exact resume needs besides the weights
@@ -79,6 +82,7 @@ void visit_identity_fields(Identity& d, Visit&& visit) {
   visit("val_source_sha256", d.val_source_sha256, Presence::kMayLack);
   visit("train_tokens", d.train_tokens, Presence::kMayLack);
   visit("val_tokens", d.val_tokens, Presence::kMayLack);
+  visit("pairs", d.pairs, Presence::kMayLack);
 }
 template <class State, class Visit>
 void visit_state_fields(State& s, Visit&& visit) {

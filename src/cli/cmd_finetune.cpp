@@ -214,6 +214,22 @@ class Reporter {
   std::optional<train::ContrastiveSpec> contrastive_;  ///< finetune.objective contrastive
 };
 
+// What a fine-tune adds to the job of its config: the start, freezing, new pieces, the objective.
+void set_finetune(train::TrainJob& job, const config::RunConfig& cfg, const fs::path& from) {
+  job.init_from = from;
+  job.freeze = train::freeze_prefixes(cfg.finetune);
+  job.embedding_lr_scale = cfg.finetune.embedding_lr_scale;
+  job.unfreeze = train::unfreeze_prefixes(cfg.finetune);
+  job.unfreeze_after = cfg.finetune.unfreeze_embeddings_after;
+  job.new_pieces = {cfg.finetune.new_pieces, cfg.finetune.new_pieces_from};
+  job.new_rows_init = cfg.finetune.new_rows_init;
+  job.freeze_old_rows = cfg.finetune.freeze_embeddings == train::EmbeddingFreeze::kOld;
+  if (cfg.finetune.objective == train::Objective::kContrastive) {
+    job.contrastive = train::ContrastiveSpec{cfg.finetune.pool, cfg.finetune.temperature, cfg.finetune.lm_weight,
+                                             cfg.finetune.pairs, cfg.finetune.val_pairs, job.train_files, job.val_files};
+  }
+}
+
 }  // namespace
 
 void add_finetune_commands(CLI::App& app) {
@@ -255,6 +271,9 @@ void add_finetune_commands(CLI::App& app) {
     }
     checkpoint::verify_checkpoint(from);
     OriginalVal original = adopt_checkpoint(cfg, from);
+    if (cfg.finetune.objective == train::Objective::kContrastive && !cfg.finetune.pairs.empty()) {
+      train::pairs_identity({cfg.finetune.pool, 0, 0, cfg.finetune.pairs, cfg.finetune.val_pairs, {}, {}});  // both files there
+    }
     if (cfg.finetune.untie_head && cfg.model.tie_embeddings) {
       cfg.model.tie_embeddings = false;
       spdlog::info("untie_head: head.weight starts as a copy of tok_emb.weight and trains on its own");
@@ -268,18 +287,7 @@ void add_finetune_commands(CLI::App& app) {
     if (fs::is_regular_file(fs::path(cfg.run.dir) / "forgetting.json") && already_finished(job, process.is_root())) {
       return process.finish();
     }
-    job.init_from = from;
-    job.freeze = train::freeze_prefixes(cfg.finetune);
-    job.embedding_lr_scale = cfg.finetune.embedding_lr_scale;
-    job.unfreeze = train::unfreeze_prefixes(cfg.finetune);
-    job.unfreeze_after = cfg.finetune.unfreeze_embeddings_after;
-    job.new_pieces = {cfg.finetune.new_pieces, cfg.finetune.new_pieces_from};
-    job.new_rows_init = cfg.finetune.new_rows_init;
-    job.freeze_old_rows = cfg.finetune.freeze_embeddings == train::EmbeddingFreeze::kOld;
-    if (cfg.finetune.objective == train::Objective::kContrastive) {
-      job.contrastive = train::ContrastiveSpec{cfg.finetune.pool, cfg.finetune.temperature, cfg.finetune.lm_weight,
-                                               cfg.finetune.pairs, cfg.finetune.val_pairs, job.train_files, job.val_files};
-    }
+    set_finetune(job, cfg, from);
     auto reporter = std::make_shared<Reporter>(cfg, from, original, job.contrastive);
     job.on_report = [reporter](model::GptImpl& m, int64_t step, train::ReportKind kind) { (*reporter)(m, step, kind); };
     job.report_every = cfg.finetune.drift_every;

@@ -8,6 +8,7 @@
 #include "data/batcher.h"
 #include "dist/group.h"
 #include "util/errors.h"
+#include "util/hash.h"
 #include "util/text.h"
 
 namespace lm::train {
@@ -175,6 +176,17 @@ std::pair<torch::Tensor, torch::Tensor> embed_pairs(model::GptImpl& m, const std
   }
   m.train(was_training);
   return {torch::cat(a), torch::cat(b)};
+}
+
+std::string pairs_identity(const ContrastiveSpec& spec) {
+  if (spec.pairs.empty()) return "next_line";
+  for (const auto& [key, file] : {std::pair{"pairs", spec.pairs}, std::pair{"val_pairs", spec.val_pairs}}) {
+    if (!fs::is_regular_file(file)) {
+      throw DataError(std::string("[finetune] ") + key + ": expected a TSV file of `anchor<TAB>positive` lines, got '" +
+                      file.string() + "' (no such file)");
+    }
+  }
+  return util::sha256_hex(util::sha256_file(spec.pairs) + util::sha256_file(spec.val_pairs));
 }
 
 Contrastive::Contrastive(const ContrastiveSpec& spec, const tokenizer::Tokenizer& tok, int64_t max_seq_len,

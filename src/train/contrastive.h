@@ -76,6 +76,10 @@ struct ContrastiveSpec {
   tokenizer::CorpusFiles train_files, val_files;  ///< next_line: the run's data.train / data.val files
 };
 
+/// What a checkpoint records of the pairs (checkpoint::DataIdentity::pairs), which a resume must match:
+/// "next_line", or the SHA-256 of the pairs and val_pairs files' SHA-256s.
+std::string pairs_identity(const ContrastiveSpec& spec);
+
 /// The contrastive objective of one process of a run. Micro-batch k of B pairs is chunk k of a seeded
 /// shuffle of the training pairs (a fresh shuffle each epoch; a last partial chunk is left out), so the data
 /// cursor is one integer and resume is exact. Of W processes, rank r takes chunk k*W + r: W processes x B

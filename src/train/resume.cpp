@@ -197,6 +197,7 @@ void check_data_identity(const checkpoint::DataIdentity& saved, const checkpoint
     if (key == "tokenizer_sha256") return "tokenizer (sha256)";
     if (key == "train_tokens") return "train.bin tokens";
     if (key == "val_tokens") return "val.bin tokens";
+    if (key == "pairs") return "finetune pairs (objective contrastive: next_line, or the files' sha256)";
     return "data." + key;
   };
   const auto was = texts(saved), is = texts(now);

@@ -173,4 +173,10 @@ RunData::RunData(const fs::path& run_dir)
       extension(tokenizer::read_extension(paths.tokenizer)),
       extension_file(extension.old_vocab > 0 ? fs::path(paths.tokenizer.string() + ".json") : fs::path()) {}
 
+RunData run_data(const TrainJob& job) {
+  RunData data(job.run_dir());
+  if (job.contrastive) data.identity.pairs = pairs_identity(*job.contrastive);
+  return data;
+}
+
 }  // namespace lm::train

@@ -42,4 +42,7 @@ struct RunData {
   std::filesystem::path extension_file;  ///< its sidecar, which checkpoints carry (empty: none)
 };
 
+/// The job's run data, its identity naming a contrastive fine-tune's pairs too (contrastive.h pairs_identity).
+RunData run_data(const TrainJob& job);
+
 }  // namespace lm::train

@@ -342,7 +342,7 @@ TrainResult run_training(const TrainJob& job) {
     return std::string();
   };
   job.group ? job.group->on_root("prepare", prepare) : prepare();
-  Trainer trainer(job, RunData(job.run_dir()), device, plan);
+  Trainer trainer(job, run_data(job), device, plan);
   return trainer.run();
 }
 
