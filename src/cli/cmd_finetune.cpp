@@ -272,7 +272,7 @@ void add_finetune_commands(CLI::App& app) {
     checkpoint::verify_checkpoint(from);
     OriginalVal original = adopt_checkpoint(cfg, from);
     if (cfg.finetune.objective == train::Objective::kContrastive && !cfg.finetune.pairs.empty()) {
-      train::pairs_identity({cfg.finetune.pool, 0, 0, cfg.finetune.pairs, cfg.finetune.val_pairs, {}, {}});  // both files there
+      train::check_pairs_files(cfg.finetune.pairs, cfg.finetune.val_pairs);  // before the run directory is made
     }
     if (cfg.finetune.untie_head && cfg.model.tie_embeddings) {
       cfg.model.tie_embeddings = false;

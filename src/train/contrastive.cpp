@@ -178,14 +178,18 @@ std::pair<torch::Tensor, torch::Tensor> embed_pairs(model::GptImpl& m, const std
   return {torch::cat(a), torch::cat(b)};
 }
 
-std::string pairs_identity(const ContrastiveSpec& spec) {
-  if (spec.pairs.empty()) return "next_line";
-  for (const auto& [key, file] : {std::pair{"pairs", spec.pairs}, std::pair{"val_pairs", spec.val_pairs}}) {
+void check_pairs_files(const fs::path& pairs, const fs::path& val_pairs) {
+  for (const auto& [key, file] : {std::pair{"pairs", pairs}, std::pair{"val_pairs", val_pairs}}) {
     if (!fs::is_regular_file(file)) {
       throw DataError(std::string("[finetune] ") + key + ": expected a TSV file of `anchor<TAB>positive` lines, got '" +
                       file.string() + "' (no such file)");
     }
   }
+}
+
+std::string pairs_identity(const ContrastiveSpec& spec) {
+  if (spec.pairs.empty()) return "next_line";
+  check_pairs_files(spec.pairs, spec.val_pairs);
   return util::sha256_hex(util::sha256_file(spec.pairs) + util::sha256_file(spec.val_pairs));
 }
 

@@ -76,6 +76,9 @@ struct ContrastiveSpec {
   tokenizer::CorpusFiles train_files, val_files;  ///< next_line: the run's data.train / data.val files
 };
 
+/// Throws DataError (exit 3) naming finetune.pairs or val_pairs when either is not a regular file.
+void check_pairs_files(const std::filesystem::path& pairs, const std::filesystem::path& val_pairs);
+
 /// What a checkpoint records of the pairs (checkpoint::DataIdentity::pairs), which a resume must match:
 /// "next_line", or the SHA-256 of the pairs and val_pairs files' SHA-256s.
 std::string pairs_identity(const ContrastiveSpec& spec);
