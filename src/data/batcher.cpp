@@ -13,8 +13,6 @@ uint64_t splitmix64(uint64_t z) {
 
 namespace {
 
-uint64_t mix(uint64_t z) { return splitmix64(z); }
-
 Batch gather_windows(const TokenFile& file, int64_t T, const std::vector<uint64_t>& starts) {
   const int64_t B = static_cast<int64_t>(starts.size());
   auto buf = torch::empty({B, T + 1}, torch::kInt64);  // (B,T+1)
@@ -42,7 +40,7 @@ Batch Batcher::at(uint64_t k) const {
   const uint64_t B = static_cast<uint64_t>(B_);
   const uint64_t first = k * B * world_ + rank_ * B;  // this rank's first window in the global batch
   std::vector<uint64_t> starts(static_cast<size_t>(B_));
-  for (uint64_t b = 0; b < B; ++b) starts[b] = mix(mix(seed_ ^ 0x6c6d747261696eULL) + first + b) % range;
+  for (uint64_t b = 0; b < B; ++b) starts[b] = splitmix64(splitmix64(seed_ ^ 0x6c6d747261696eULL) + first + b) % range;
   return gather_windows(*file_, T_, starts);
 }
 

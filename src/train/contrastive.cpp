@@ -39,7 +39,16 @@ std::vector<std::string> text_lines(const std::string& text) {
 
 bool blank(const std::string& s) { return s.find_first_not_of(" \t") == std::string::npos; }
 
-uint64_t mix(uint64_t z) { return data::splitmix64(z); }  // the batcher's mixer
+// 0..n-1 in a Fisher-Yates order drawn from `state` with the batcher's mixer (data::splitmix64).
+std::vector<int64_t> shuffled(size_t n, uint64_t state) {
+  std::vector<int64_t> order(n);
+  for (size_t i = 0; i < n; ++i) order[i] = static_cast<int64_t>(i);
+  for (size_t i = n; i-- > 1;) {
+    state = data::splitmix64(state);
+    std::swap(order[i], order[state % (i + 1)]);
+  }
+  return order;
+}
 
 }  // namespace
 
@@ -227,14 +236,8 @@ std::string Contrastive::describe() const {
 }
 
 const std::vector<int64_t>& Contrastive::order(uint64_t epoch) {
-  if (epoch != epoch_) {  // Fisher-Yates, drawn from (seed, epoch)
-    order_.resize(train_.size());
-    for (size_t i = 0; i < order_.size(); ++i) order_[i] = static_cast<int64_t>(i);
-    uint64_t state = mix(seed_ ^ 0x636f6e7472617374ULL) + epoch;
-    for (size_t i = order_.size() - 1; i > 0; --i) {
-      state = mix(state);
-      std::swap(order_[i], order_[state % (i + 1)]);
-    }
+  if (epoch != epoch_) {  // drawn from (seed, epoch)
+    order_ = shuffled(train_.size(), data::splitmix64(seed_ ^ 0x636f6e7472617374ULL) + epoch);
     epoch_ = epoch;
   }
   return order_;
@@ -281,13 +284,7 @@ double Contrastive::val_loss(model::GptImpl& m, int64_t max_chunks, dist::Group*
   torch::NoGradGuard no_grad;
   // one fixed shuffle of the held-out pairs, so that a chunk's negatives are as random as a training batch's
   // (file order would give each anchor its neighbours, a harder task than the one trained)
-  std::vector<size_t> order(val_.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  uint64_t state = mix(0x76616c7061697273ULL);
-  for (size_t i = order.size() - 1; i > 0; --i) {
-    state = mix(state);
-    std::swap(order[i], order[state % (i + 1)]);
-  }
+  const std::vector<int64_t> order = shuffled(val_.size(), data::splitmix64(0x76616c7061697273ULL));
   // whole chunks of B (InfoNCE's scale depends on the chunk's size), or the one smaller chunk there is;
   // rank r of W takes chunks r, r+W, ... and the ranks add up their sums
   int64_t total = std::max<int64_t>(1, static_cast<int64_t>(val_.size()) / B_);
@@ -297,7 +294,7 @@ double Contrastive::val_loss(model::GptImpl& m, int64_t max_chunks, dist::Group*
   for (int64_t c = rank; c < total; c += world) {
     std::vector<const LinePair*> pairs;
     const size_t from = static_cast<size_t>(c * B_);
-    for (size_t i = from; i < std::min(val_.size(), from + static_cast<size_t>(B_)); ++i) pairs.push_back(&val_[order[i]]);
+    for (size_t i = from; i < std::min(val_.size(), from + static_cast<size_t>(B_)); ++i) pairs.push_back(&val_[static_cast<size_t>(order[i])]);
     sum += micro_loss(m, pairs, /*backward=*/false, 1.0);
   }
   m.train(was_training);
