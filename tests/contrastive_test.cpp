@@ -7,6 +7,7 @@
 #include <csignal>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "checkpoint/checkpoint.h"
 #include "inspect/embed.h"
@@ -219,6 +220,17 @@ TEST(Contrastive, FinetuneKeepsAFrozenTableAndEmbedUsesItsPooling) {
   EXPECT_EQ(j["pool"].get<std::string>(), "last");
   EXPECT_EQ(j["after"]["cosines_positive"].size(), 4u);
   ASSERT_TRUE(fs::is_regular_file(dir / "enc" / "forgetting.json"));
+  // metrics.jsonl names the unit of its losses, and an InfoNCE has no perplexity
+  int vals = 0;
+  std::istringstream metrics(slurp(dir / "enc" / "metrics.jsonl"));
+  for (std::string line; std::getline(metrics, line);) {
+    const auto rec = nlohmann::json::parse(line);
+    if (rec["kind"] == "start") EXPECT_EQ(rec["loss_unit"].get<std::string>(), "InfoNCE") << line;
+    if (rec["kind"] != "val") continue;
+    EXPECT_TRUE(rec["ppl"].is_null()) << line;
+    ++vals;
+  }
+  EXPECT_GT(vals, 0);
 
   const std::string text = " --text 'in the beginning' --text 'and the earth'";
   r = run_lmtrain("embed --checkpoint " + (dir / "enc").string() + text + " --out " + (dir / "default.npy").string());

@@ -124,6 +124,9 @@ TEST(Usability, PlotTitlesAsTypedOneXRangeAndOnlyTheSeriesThatExist) {
   EXPECT_LT(range, gp.find("\nplot ")) << "set before the first panel, so both share it";
   EXPECT_EQ(gp.find("xrange", range + 10), std::string::npos) << "and nothing changes it for the second";
   EXPECT_NE(inspect::plot_script("d", "o.png", "r", true, false, 5).find("eval_batches"), std::string::npos);
+  EXPECT_NE(gp.find("set ylabel 'loss (nats/token)'"), std::string::npos) << gp;
+  const std::string encoder = inspect::plot_script("d", "o.png", "r", true, true, 5, "InfoNCE");
+  EXPECT_NE(encoder.find("set ylabel 'loss (InfoNCE)'"), std::string::npos) << "a contrastive run's unit: " << encoder;
 }
 
 TEST(Usability, AStaleLatestIsNamedAndTheNewestCheckpointRead) {

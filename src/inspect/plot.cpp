@@ -37,14 +37,14 @@ int run_gnuplot(const fs::path& script) {
 }  // namespace
 
 std::string plot_script(const fs::path& dir, const fs::path& png, const std::string& title, bool has_val, bool has_full,
-                        int64_t max_step) {
+                        int64_t max_step, const std::string& loss_unit) {
   std::ostringstream gp;
   // noenhanced: "eval_batches" and a run named my_run print as typed, not with subscripts
   gp << "set terminal pngcairo noenhanced size 1000,700 font 'Sans,10'\n"
      << "set output " << gp_quoted(png) << "\n"
      << "set multiplot layout 2,1 title " << gp_quoted(title) << "\n"
      << "set grid\nset xlabel 'step'\nset xrange [0:" << max_step << "]\n"  // both panels share the x axis
-     << "set ylabel 'loss (nats/token)'\nset key top right\n"
+     << "set ylabel " << gp_quoted("loss (" + loss_unit + ")") << "\nset key top right\n"
      << "plot " << gp_quoted(dir / "train.dat") << " using 1:2 with lines lw 2 title 'train'";
   if (has_val) gp << ", " << gp_quoted(dir / "val.dat") << " using 1:2 with linespoints pt 7 lw 2 title 'validation (eval_batches)'";
   if (has_full) gp << ", " << gp_quoted(dir / "full.dat") << " using 1:2 with points pt 5 ps 1.5 title 'validation (whole val file)'";
@@ -63,12 +63,15 @@ fs::path plot_run(const fs::path& run_dir, fs::path png) {
   std::ostringstream train, val, full;
   size_t n_train = 0, n_val = 0, n_full = 0;
   int64_t max_step = 1;
+  std::string unit = "nats/token";  // the last start/resume record's; files without one are next-token runs
   std::ifstream in(metrics);
   std::string line;
   while (std::getline(in, line)) {
     try {
       auto j = nlohmann::json::parse(line);
-      if (j.at("kind") == "train") {
+      if ((j.at("kind") == "start" || j.at("kind") == "resume") && j.contains("loss_unit")) {
+        unit = j.at("loss_unit").get<std::string>();
+      } else if (j.at("kind") == "train") {
         max_step = std::max(max_step, j.at("step").get<int64_t>());
         train << j.at("step").get<int64_t>() << " " << j.at("loss").get<double>() << " " << j.at("lr").get<double>() << "\n";
         ++n_train;
@@ -98,7 +101,7 @@ fs::path plot_run(const fs::path& run_dir, fs::path png) {
   const fs::path out_tmp = tmp / "out.png";
   const std::string title = (run_dir.filename().empty() ? run_dir.parent_path() : run_dir).filename().string();
   std::ostringstream gp;
-  gp << plot_script(tmp, out_tmp, title, n_val > 0, n_full > 0, max_step);
+  gp << plot_script(tmp, out_tmp, title, n_val > 0, n_full > 0, max_step, unit);
   util::write_file_synced(tmp / "plot.gp", gp.str());
   const int rc = run_gnuplot(tmp / "plot.gp");
   if (rc != 0 || !fs::is_regular_file(out_tmp)) {

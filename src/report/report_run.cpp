@@ -55,6 +55,7 @@ nlohmann::json wall_seconds(const std::vector<nlohmann::json>& records) {
 nlohmann::json curves_section(const fs::path& run_dir) {
   nlohmann::json train = columns({"step", "loss", "lr", "tokens_per_s"}), val = columns({"step", "loss", "bpb"}),
                  full = columns({"step", "loss", "bpb"}), segments = nlohmann::json::array();
+  nlohmann::json unit = "nats/token";  // the last start/resume record's (train/metrics.h); older files: next-token
   std::vector<nlohmann::json> records;
   std::ifstream in(run_dir / "metrics.jsonl");
   std::string line;
@@ -82,10 +83,12 @@ nlohmann::json curves_section(const fs::path& run_dir) {
       dst["bpb"].push_back(rounded(num(r, "bpb")));
     } else if (kind == "start" || kind == "resume") {
       segments.push_back({{"kind", kind}, {"step", r.value("step", 0)}});
+      if (r.contains("loss_unit") && r["loss_unit"].is_string()) unit = r["loss_unit"];
     }
   }
   return {{"file", (run_dir / "metrics.jsonl").string()}, {"found", fs::is_regular_file(run_dir / "metrics.jsonl")},
-          {"train", train}, {"val", val}, {"full", full}, {"segments", segments}, {"wall_s", wall_seconds(records)}};
+          {"train", train}, {"val", val}, {"full", full}, {"segments", segments}, {"wall_s", wall_seconds(records)},
+          {"loss_unit", unit}};
 }
 
 namespace {

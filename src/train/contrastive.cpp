@@ -235,6 +235,10 @@ std::string Contrastive::describe() const {
                                          : std::string());
 }
 
+std::string Contrastive::loss_unit() const {
+  return spec_.lm_weight > 0 ? "InfoNCE + lm_weight x next-token nats" : "InfoNCE";
+}
+
 const std::vector<int64_t>& Contrastive::order(uint64_t epoch) {
   if (epoch != epoch_) {  // drawn from (seed, epoch)
     order_ = shuffled(train_.size(), data::splitmix64(seed_ ^ 0x636f6e7472617374ULL) + epoch);

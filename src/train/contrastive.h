@@ -104,6 +104,9 @@ class Contrastive {
   const std::vector<LinePair>& train_pairs() const { return train_; }
   const std::vector<LinePair>& val_pairs() const { return val_; }
   std::string describe() const;
+  /// What its losses measure (metrics.jsonl's loss_unit, the validation log line): "InfoNCE", or
+  /// "InfoNCE + lm_weight x next-token nats" with lm_weight > 0.
+  std::string loss_unit() const;
 
  private:
   double micro_loss(model::GptImpl& m, const std::vector<const LinePair*>& chunk, bool backward, double scale) const;

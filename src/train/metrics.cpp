@@ -7,6 +7,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <utility>
 #include <vector>
 
 #include "util/errors.h"
@@ -27,7 +28,7 @@ void write_record(std::FILE* f, nlohmann::json j) {
 }
 }  // namespace
 
-MetricsLog::MetricsLog(const fs::path& path, int64_t resume_step) {
+MetricsLog::MetricsLog(const fs::path& path, int64_t resume_step, std::string loss_unit) : unit_(std::move(loss_unit)) {
   if (path.empty()) return;
   std::string kept;
   if (resume_step > 0 && fs::is_regular_file(path)) {
@@ -44,7 +45,7 @@ MetricsLog::MetricsLog(const fs::path& path, int64_t resume_step) {
   util::atomic_write_file(path, kept);
   f_ = std::fopen(path.c_str(), "a");
   if (!f_) throw SaveError("[metrics] cannot open '" + path.string() + "' for appending");
-  write_record(f_, {{"kind", resume_step > 0 ? "resume" : "start"}, {"step", resume_step}});
+  write_record(f_, {{"kind", resume_step > 0 ? "resume" : "start"}, {"step", resume_step}, {"loss_unit", unit_}});
 }
 
 MetricsLog::~MetricsLog() {
@@ -59,7 +60,9 @@ void MetricsLog::train(int64_t step, double loss, double lr, double grad_norm, d
 }
 
 void MetricsLog::val(int64_t step, double loss, bool full, double bits_per_byte) {
-  write_record(f_, {{"kind", "val"}, {"step", step}, {"loss", loss}, {"ppl", std::exp(loss)}, {"bpb", bits_per_byte},
+  write_record(f_, {{"kind", "val"}, {"step", step}, {"loss", loss},
+                    {"ppl", unit_ == kNatsPerToken ? nlohmann::json(std::exp(loss)) : nlohmann::json(nullptr)},
+                    {"bpb", bits_per_byte},
                     {"full", full}});
 }
 

@@ -13,14 +13,17 @@ namespace lm::train {
 /// and {"kind":"val","step","loss","ppl","bpb","full"}, where full is true for the final validation over the
 /// whole val file and false for the periodic ones (train.eval_batches batches). Losses keep full double
 /// precision. Every record has "time" (Unix seconds); a process that starts a run writes {"kind":"start",
-/// "step":0} first, and one that resumes writes {"kind":"resume","step":N}, so readers (the report) can
-/// mark resumed segments and add up the wall time.
+/// "step":0,"loss_unit"} first, and one that resumes writes {"kind":"resume","step":N,"loss_unit"}, so readers
+/// (the report, plot) can mark resumed segments, add up the wall time and label the losses. loss_unit is
+/// "nats/token" for the next-token loss; for any other (a contrastive fine-tune's) "ppl" is null.
+inline constexpr const char* kNatsPerToken = "nats/token";
+
 class MetricsLog {
  public:
   /// Opens `path` for appending. When resuming at `resume_step` > 0, records after that step (from the
   /// interrupted process) are dropped first, so the file reads as if the run had never stopped;
   /// resume_step == 0 starts a new file. An empty `path` writes nothing (ranks other than 0).
-  MetricsLog(const std::filesystem::path& path, int64_t resume_step);
+  MetricsLog(const std::filesystem::path& path, int64_t resume_step, std::string loss_unit = kNatsPerToken);
   ~MetricsLog();
   MetricsLog(const MetricsLog&) = delete;
   MetricsLog& operator=(const MetricsLog&) = delete;
@@ -30,6 +33,7 @@ class MetricsLog {
 
  private:
   std::FILE* f_ = nullptr;
+  std::string unit_;
 };
 
 /// The live progress line; a no-op unless stderr is a terminal and `enabled` (rank 0 only). While it

@@ -66,7 +66,8 @@ class Trainer {
                                                                      job.run.seed, dp_.rank(), dp_.world_size())
                                      : nullptr),
         params_(groups_.all()),
-        metrics_(dp_.is_root() ? job.run_dir() / "metrics.jsonl" : fs::path(), state_.step),
+        metrics_(dp_.is_root() ? job.run_dir() / "metrics.jsonl" : fs::path(), state_.step,
+                 contrastive_ ? contrastive_->loss_unit() : kNatsPerToken),
         progress_(dp_.is_root()),
         last_ckpt_(job.resume_from),
         bytes_per_id_(torch::tensor(tokenizer::decoded_bytes_per_id(data_.tokenizer), torch::kInt64)) {
@@ -170,7 +171,7 @@ class Trainer {
   // Returns true when early stopping ends the run.
   bool validate_and_keep_best() {
     const Validation v = contrastive_ ? judge_validation(contrastive_->val_loss(*model_, job_.train.eval_batches, dp_.group()), NAN,
-                                                         job_.train, state_, job_.contrastive->lm_weight > 0 ? "val loss (InfoNCE + lm_weight x next-token)" : "val loss (InfoNCE)")
+                                                         job_.train, state_, "val loss (" + contrastive_->loss_unit() + ")")
                                       : validate(*model_, data_.val, job_.train, state_, dp_.group(), bytes_per_id_);
     metrics_.val(state_.step, v.loss, /*full=*/false, v.bits_per_byte);
     if (v.improved && dp_.is_root()) {  // not waited for by the other ranks: `best` is no resume point

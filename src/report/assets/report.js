@@ -251,7 +251,7 @@
     const draw = () => {
       const log = toggle.checked, base = { xmax, log, marks };
       box.replaceChildren(
-        lineChart(Object.assign({ title: 'loss (nats/token)', series: [
+        lineChart(Object.assign({ title: `loss (${C.loss_unit})`, series: [
           { name: 'train', x: C.train.step, y: C.train.loss, color: '#2463eb' },
           { name: 'validation (periodic)', x: C.val.step, y: C.val.loss, color: '#f08c00', dots: true },
           { name: 'validation (whole file)', x: C.full.step, y: C.full.loss, color: '#b42318', dots: true }] }, base)),
