@@ -85,8 +85,7 @@ if [ "${1:-}" = "--grid" ]; then
 import json, sys
 f = dict(kv.split("=") for kv in sys.stdin.read().split("\t")[1:])
 sv, fg = (json.load(open(sys.argv[1] + "/" + n)) for n in ("sentence_vectors.json", "forgetting.json"))
-nl = "%.4f" % sv["after"]["top1"] if sv["pairs"] == 1555 else "(pairs: halves)"
-print("| %s | %.3f | %.3f | %s | %.4f | %.0f |" % (sys.argv[2], float(f["top1"]), float(f["top10"]), nl,
+print("| %s | %.3f | %.3f | %.4f | %.4f | %.0f |" % (sys.argv[2], float(f["top1"]), float(f["top10"]), sv["after"]["top1"],
       fg["original"]["after"], float(open(sys.argv[1] + "/wall_seconds").read())))' "$out/grid-$i" "${row%%|*}"
       i=$((i + 1))
     done
