@@ -27,21 +27,6 @@ LM=build/lmtrain
 for c in kjv debian-faq-ko; do [ -s "data/$c/val.txt" ] || bash scripts/get_corpus.sh "$c"; done
 mkdir -p "$out"
 [ -f runs/kjv-small/latest ] || $LM train -c configs/kjv-small.yaml > "$out/kjv-small.log" 2>&1
-[ -f runs/ko-faq/latest ] || $LM train -c configs/ko-faq.yaml > "$out/ko-faq.log" 2>&1
-
-# the FAQ's numbered questions ("1.1. ...?") with the paragraph after each (unless that is a heading too)
-cat data/debian-faq-ko/train.txt data/debian-faq-ko/val.txt | awk -v t=data/debian-faq-ko/qa-train.tsv \
-    -v v=data/debian-faq-ko/qa-val.tsv '
-  prev != "" && $0 !~ /^[0-9]+(\.[0-9]+)+\. / && !(prev in seen) {
-    seen[prev] = 1; n++; q = prev; a = $0; gsub(/\t/, " ", q); gsub(/\t/, " ", a)
-    print q "\t" a > ((n % 4 == 0) ? v : t) }
-  { prev = ($0 ~ /^[0-9]+(\.[0-9]+)+\. .*\?$/) ? $0 : "" }'
-
-# half-verse pairs for the ceiling column: every training verse; validation verses after the 1,000 scored ones
-halves='{ h = int(NF / 2); a = $1; for (i = 2; i <= h; i++) a = a " " $i
-          b = $(h + 1); for (i = h + 2; i <= NF; i++) b = b " " $i; print a "\t" b }'
-awk "NF >= 8 $halves" data/kjv/train.txt > "$out/halves-train.tsv"
-awk "NF >= 8 && ++count > 1000 $halves" data/kjv/val.txt > "$out/halves-val.tsv"
 
 # ft NAME FROM CONFIG [overrides...]: one fine-tune into runs/encoder/NAME, its wall seconds beside it
 ft() {
@@ -53,6 +38,7 @@ ft() {
   end=$(date +%s.%N)
   python3 -c "print($end - $start)" > "$out/$name/wall_seconds"
 }
+
 if [ "${1:-}" = "--grid" ]; then
   [ -s "$out/hv-kjv-small/queries.txt" ] || BENCH_OUT="$out/hv-kjv-small" bash scripts/bench_embed.sh > "$out/hv-kjv-small.md"
   settings=(
@@ -92,6 +78,23 @@ print("| %s | %.3f | %.3f | %.4f | %.4f | %.0f |" % (sys.argv[2], float(f["top1"
   } | tee runs/bench-encoder-grid.md
   exit 0
 fi
+
+[ -f runs/ko-faq/latest ] || $LM train -c configs/ko-faq.yaml > "$out/ko-faq.log" 2>&1
+
+# the FAQ's numbered questions ("1.1. ...?") with the paragraph after each (unless that is a heading too)
+cat data/debian-faq-ko/train.txt data/debian-faq-ko/val.txt | awk -v t=data/debian-faq-ko/qa-train.tsv \
+    -v v=data/debian-faq-ko/qa-val.tsv '
+  prev != "" && $0 !~ /^[0-9]+(\.[0-9]+)+\. / && !(prev in seen) {
+    seen[prev] = 1; n++; q = prev; a = $0; gsub(/\t/, " ", q); gsub(/\t/, " ", a)
+    print q "\t" a > ((n % 4 == 0) ? v : t) }
+  { prev = ($0 ~ /^[0-9]+(\.[0-9]+)+\. .*\?$/) ? $0 : "" }'
+
+# half-verse pairs for the ceiling column: every training verse; validation verses after the 1,000 scored ones
+halves='{ h = int(NF / 2); a = $1; for (i = 2; i <= h; i++) a = a " " $i
+          b = $(h + 1); for (i = h + 2; i <= NF; i++) b = b " " $i; print a "\t" b }'
+awk "NF >= 8 $halves" data/kjv/train.txt > "$out/halves-train.tsv"
+awk "NF >= 8 && ++count > 1000 $halves" data/kjv/val.txt > "$out/halves-val.tsv"
+
 ft kjv-0 runs/kjv-small configs/encoder-kjv.yaml
 ft kjv-05 runs/kjv-small configs/encoder-kjv.yaml --set finetune.lm_weight=0.5
 ft kjv-task runs/kjv-small configs/encoder-kjv.yaml --set finetune.positives=none --set train.max_steps=1000 \

@@ -225,12 +225,19 @@ TEST(Contrastive, FinetuneKeepsAFrozenTableAndEmbedUsesItsPooling) {
   std::istringstream metrics(slurp(dir / "enc" / "metrics.jsonl"));
   for (std::string line; std::getline(metrics, line);) {
     const auto rec = nlohmann::json::parse(line);
-    if (rec["kind"] == "start") EXPECT_EQ(rec["loss_unit"].get<std::string>(), "InfoNCE") << line;
+    if (rec["kind"] == "start") {
+      EXPECT_EQ(rec["loss_unit"].get<std::string>(), "InfoNCE") << line;
+    }
     if (rec["kind"] != "val") continue;
     EXPECT_TRUE(rec["ppl"].is_null()) << line;
     ++vals;
   }
   EXPECT_GT(vals, 0);
+  r = run_lmtrain("report " + (dir / "enc").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string html = slurp(dir / "enc" / "report.html");
+  EXPECT_NE(html.find("\"loss_unit\":\"InfoNCE\""), std::string::npos) << "the curves' axis label";
+  EXPECT_NE(html.find("\"unit\":\"InfoNCE of the held-out pairs\""), std::string::npos) << "the summary card";
 
   const std::string text = " --text 'in the beginning' --text 'and the earth'";
   r = run_lmtrain("embed --checkpoint " + (dir / "enc").string() + text + " --out " + (dir / "default.npy").string());

@@ -1,9 +1,10 @@
-# Scheduling hints for `ctest -j` (scripts/test.sh): the longest tests start first, so a clean clone, which has
-# no Testing/Temporary/CTestCostData.txt yet, does not leave one core idle behind a long test at the end.
-# COST is the test's seconds on a 2-core development machine (the order is what counts). A name that no longer
-# exists is ignored by ctest: refresh the list from build/Testing/Temporary/CTestCostData.txt (docs/testing.md).
-# Included by CTestTestfile.cmake after gtest_discover_tests' list (CMakeLists.txt); the tests added with
-# add_test there set their COST beside it.
+# Scheduling hints for `ctest -j` (scripts/test.sh): the longest tests start first, so that no core idles behind
+# one of them at the end, on a clean clone too (it has no Testing/Temporary/CTestCostData.txt). A COST set here
+# always decides these tests' order (ctest reads its measured costs only for tests without one); the values are
+# seconds on a 2-core development machine, and the order is what counts. A name that no longer exists is
+# ignored: refresh the list from build/Testing/Temporary/CTestCostData.txt (docs/testing.md). Included by
+# CTestTestfile.cmake after gtest_discover_tests' list (CMakeLists.txt); the tests added with add_test there set
+# their COST beside it.
 set_tests_properties(Gguf.ExportsMatchTheCheckpointAndLlamaCppComputesLmtrainsProbabilities PROPERTIES COST 55)
 set_tests_properties(Recipe.EveryOptionMatchesAnIndependentPythonForward PROPERTIES COST 40)
 set_tests_properties(Embed.TheQueryCacheIsReusedAndInvalidatedAndBadInputIsRefused PROPERTIES COST 28)

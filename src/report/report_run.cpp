@@ -5,6 +5,7 @@
 
 #include "inspect/params.h"
 #include "report/sections.h"
+#include "train/metrics.h"
 #include "util/fs.h"
 
 namespace lm::report {
@@ -55,7 +56,7 @@ nlohmann::json wall_seconds(const std::vector<nlohmann::json>& records) {
 nlohmann::json curves_section(const fs::path& run_dir) {
   nlohmann::json train = columns({"step", "loss", "lr", "tokens_per_s"}), val = columns({"step", "loss", "bpb"}),
                  full = columns({"step", "loss", "bpb"}), segments = nlohmann::json::array();
-  nlohmann::json unit = "nats/token";  // the last start/resume record's (train/metrics.h); older files: next-token
+  nlohmann::json unit = train::kNatsPerToken;  // the last start/resume record's; older files: next-token
   std::vector<nlohmann::json> records;
   std::ifstream in(run_dir / "metrics.jsonl");
   std::string line;
@@ -119,11 +120,15 @@ nlohmann::json data_file(const std::string& path) {
 // A contrastive fine-tune's validation loss is InfoNCE (train/contrastive.h): no perplexity, no bits per byte.
 nlohmann::json final_validation(const Sources& s, const nlohmann::json& curves) {
   const bool contrastive = s.cfg && s.cfg->finetune.objective == train::Objective::kContrastive;
+  // an encoder's metrics name its loss (InfoNCE, with or without the next-token term); older ones did not
+  const std::string logged = curves.value("loss_unit", std::string(train::kNatsPerToken));
+  const std::string unit = !contrastive ? train::kNatsPerToken
+                                        : (logged == train::kNatsPerToken ? "InfoNCE" : logged) + " of the held-out pairs";
   auto result = [&](const char* kind, const nlohmann::json& loss, const nlohmann::json& bpb) -> nlohmann::json {
     const bool nats = !contrastive && loss.is_number();
     return {{"kind", kind}, {"loss", loss}, {"ppl", nats ? rounded(std::exp(loss.get<double>())) : nlohmann::json(nullptr)},
             {"bpb", contrastive ? nlohmann::json(nullptr) : bpb},
-            {"unit", contrastive ? "InfoNCE of the held-out pairs" : "nats/token"}};
+            {"unit", unit}};
   };
   const auto& full = curves["full"];
   for (size_t i = full["step"].size(); i-- > 0;) {
