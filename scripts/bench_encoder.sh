@@ -132,7 +132,7 @@ e0, e5 = rows(f"{out}/hv-kjv-0.md")["mean"], rows(f"{out}/hv-kjv-05.md")["mean"]
 et = rows(f"{out}/hv-kjv-task.md")["mean"]
 cell = lambda v, i: f"{v[i]:.3f} ({v[i] / max(best[i], 1e-9):.1f}x)"
 print("\nKJV: half-verse retrieval, 1,000 validation verses (first half finds its second half among all 1,000)")
-print("| | language model (best pooling: %s) | encoder, lm_weight 0 | encoder, lm_weight 0.5 | ceiling: trained on training verses' halves, 1,000 steps |" % best_name)
+print("| | language model (best pooling: %s) | encoder, lm_weight 0 | encoder, lm_weight 0.5 | ceiling: trained on training verses' halves, %s steps |" % (best_name, f"{steps('kjv-task'):,}"))
 print("|---|---|---|---|---|")
 for i, m in enumerate(("top-1", "top-10", "MRR")):
     print(f"| half-verse {m} | {best[i]:.3f} | {cell(e0, i)} | {cell(e5, i)} | {cell(et, i)} |")
