@@ -7,6 +7,7 @@
 
 #include "data/batcher.h"
 #include "dist/group.h"
+#include "train/metrics.h"
 #include "util/errors.h"
 
 namespace lm::train {
@@ -59,14 +60,15 @@ EvalResult evaluate(model::GptImpl& model, const data::TokenFile& file, int64_t 
 namespace lm::train {
 
 Validation judge_validation(double loss, double bits_per_byte, const TrainConfig& cfg, checkpoint::TrainerState& state,
-                            const std::string& what) {
+                            const std::string& loss_unit) {
+  const bool nats = loss_unit == kNatsPerToken;
   Validation v;
   v.loss = state.last_val_loss = loss;
   v.bits_per_byte = state.last_val_bpb = bits_per_byte;
   v.improved = !(state.best_val_loss - 1e-6 <= v.loss);  // also true while best is NaN (no validation yet)
   const std::string bpb = std::isnan(bits_per_byte) ? std::string() : fmt::format(" | {:.4f} bits/byte", bits_per_byte);
-  spdlog::info("eval step {} | {} {:.4f}{}{} ({} batches){}", state.step, what, v.loss,
-               what == "val loss" ? fmt::format(" | val ppl {:.2f}", std::exp(v.loss)) : std::string(), bpb,
+  spdlog::info("eval step {} | {} {:.4f}{}{} ({} batches){}", state.step, nats ? "val loss" : "val loss (" + loss_unit + ")",
+               v.loss, nats ? fmt::format(" | val ppl {:.2f}", std::exp(v.loss)) : std::string(), bpb,
                cfg.eval_batches, v.improved ? " | best so far" : "");
   if (v.improved) {
     state.best_val_loss = v.loss;
@@ -81,7 +83,7 @@ Validation judge_validation(double loss, double bits_per_byte, const TrainConfig
 Validation validate(model::GptImpl& model, const data::TokenFile& val, const TrainConfig& cfg,
                     checkpoint::TrainerState& state, dist::Group* group, const torch::Tensor& bytes_per_id) {
   const EvalResult r = evaluate(model, val, cfg.batch_size, cfg.eval_batches, group, nullptr, bytes_per_id);
-  return judge_validation(r.loss, r.bits_per_byte, cfg, state, "val loss");
+  return judge_validation(r.loss, r.bits_per_byte, cfg, state, kNatsPerToken);
 }
 
 }  // namespace lm::train

@@ -44,10 +44,11 @@ struct Validation {
   bool stop = false;      ///< cfg.early_stopping_patience validations in a row without improvement
 };
 
-/// The bookkeeping of a periodic validation that measured `loss` (and bits per byte, or NaN): logs it as
-/// `what`, updates the state's last and best loss, its patience counter and early_stopped.
+/// The bookkeeping of a periodic validation that measured `loss` (and bits per byte, or NaN) in `loss_unit`
+/// (train/metrics.h: kNatsPerToken, or a contrastive fine-tune's): logs it, with the perplexity only for
+/// nats/token, and updates the state's last and best loss, its patience counter and early_stopped.
 Validation judge_validation(double loss, double bits_per_byte, const TrainConfig& cfg, checkpoint::TrainerState& state,
-                            const std::string& what);
+                            const std::string& loss_unit);
 
 /// The periodic validation after step state.step: evaluates, logs the result, and updates the state's
 /// last and best loss, its patience counter and early_stopped. Improvement means lower than the best by

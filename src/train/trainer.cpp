@@ -171,7 +171,7 @@ class Trainer {
   // Returns true when early stopping ends the run.
   bool validate_and_keep_best() {
     const Validation v = contrastive_ ? judge_validation(contrastive_->val_loss(*model_, job_.train.eval_batches, dp_.group()), NAN,
-                                                         job_.train, state_, "val loss (" + contrastive_->loss_unit() + ")")
+                                                         job_.train, state_, contrastive_->loss_unit())
                                       : validate(*model_, data_.val, job_.train, state_, dp_.group(), bytes_per_id_);
     metrics_.val(state_.step, v.loss, /*full=*/false, v.bits_per_byte);
     if (v.improved && dp_.is_root()) {  // not waited for by the other ranks: `best` is no resume point
